@@ -1,0 +1,167 @@
+// Graph: the named nodes of a model and the training state they own.
+//
+// A node is a named, lazily evaluated value: a placeholder (fed per run), a variable (state that
+// persists across runs), a constant, an op (a closure that reads other nodes through a Run), an
+// input batch (pulled from a dataset once per run that needs it), the global step, or a train op
+// (made by minimize()). Nodes are evaluated by a Session; the Graph owns their state: variable
+// tensors, optimizer state, the global step and input positions, so that a checkpoint of the
+// graph is a checkpoint of training.
+//
+//   th::Graph g;
+//   auto x = g.placeholder("x", {.dtype = torch::kFloat, .shape = {-1}});
+//   auto W = g.variable("W", torch::zeros({1}));
+//   auto y = g.op("y", [=](th::Run& r) { return r[x] * r[W]; });
+//   auto train = g.minimize("train", loss, th::sgd(0.01));
+//
+// finalize() (done by the monitored sessions) forbids adding nodes. A Graph is neither copyable
+// nor movable: sessions and hooks hold references to it. Not thread-safe: build it on one thread.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/ScalarType.h>
+
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "trainhooks/input.h"
+#include "trainhooks/node.h"
+#include "trainhooks/optimizers.h"
+
+namespace torch::nn {
+class Module;
+}
+
+namespace trainhooks {
+
+class Run;
+
+namespace internal {
+struct GraphState;
+}
+
+enum class NodeKind { kPlaceholder, kVariable, kConstant, kOp, kInput, kGlobalStep, kTrainOp };
+const char* node_kind_name(NodeKind kind);  // "placeholder", "variable", ...
+
+// A placeholder's shape: `{-1, 28, 28}` (-1: any size in that dimension), `{}` or unset: any
+// shape, Shape::scalar(): rank 0.
+class Shape {
+ public:
+  Shape() = default;
+  Shape(std::initializer_list<int64_t> dims) : dims_(dims), known_(true) {}
+  explicit Shape(std::vector<int64_t> dims) : dims_(std::move(dims)), known_(true) {}
+  static Shape scalar() { return Shape(std::vector<int64_t>{}); }
+
+  bool known() const { return known_; }
+  const std::vector<int64_t>& dims() const { return dims_; }
+
+ private:
+  std::vector<int64_t> dims_;
+  bool known_ = false;
+};
+
+struct PlaceholderOptions {
+  std::optional<c10::ScalarType> dtype;  // unset: any dtype
+  Shape shape;
+};
+
+struct VariableOptions {
+  bool trainable = true;
+};
+
+struct MinimizeOptions {
+  // Clip the gradients' global L2 norm to this value before the optimizer step.
+  std::optional<double> clip_global_norm;
+  // Variables to train; empty: every trainable variable that exists when minimize() is called.
+  std::vector<Node> var_list;
+};
+
+using OpFn = std::function<at::Tensor(Run&)>;
+
+class Graph {
+ public:
+  Graph();
+  ~Graph();
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  Node placeholder(std::string name, PlaceholderOptions options = {});
+  // The variable starts as a copy of `initial`; re-initialisation restores that copy.
+  Node variable(std::string name, const at::Tensor& initial, VariableOptions options = {});
+  Node constant(std::string name, const at::Tensor& value);
+  Node op(std::string name, OpFn fn);
+
+  // Every parameter and buffer of `module` becomes a variable `name/<path>` (parameters trainable,
+  // buffers not) that shares the module's tensor, so `module->forward()` inside an op uses the
+  // graph's state. Returns the new variables in the module's order.
+  std::vector<Node> add_module(std::string name, std::shared_ptr<torch::nn::Module> module);
+  template <typename Holder>
+    requires requires(const Holder& h) { h.ptr(); }
+  std::vector<Node> add_module(std::string name, const Holder& module) {
+    return add_module(std::move(name), std::shared_ptr<torch::nn::Module>(module.ptr()));
+  }
+
+  // A batch input over `source`: one node per component (`name/<component>`), all advancing
+  // together, once per run that evaluates any of them. At the end of data they raise
+  // OutOfRangeError. See input.h for a torch::data dataset adapter.
+  InputNodes input(std::string name, std::shared_ptr<InputSource> source, InputOptions options = {});
+
+  // The global step: get-or-create, an int64 scalar, not trainable. Kept as a host integer;
+  // fetching it materialises a tensor.
+  Node global_step();
+  bool has_global_step() const;
+  int64_t global_step_value() const;
+  void set_global_step_value(int64_t step);
+
+  // A train op: zeroes the gradients, back-propagates `loss`, optionally clips, steps the
+  // optimizer and increments the global step (created if missing). Its value is undefined.
+  Node minimize(std::string name, NodeRef loss, OptimizerFactory optimizer,
+                MinimizeOptions options = {});
+
+  // Lookup. find() throws NotFoundError naming the unknown name.
+  Node find(std::string_view name) const;
+  std::optional<Node> find_if_exists(std::string_view name) const;
+  Node resolve(const NodeRef& ref) const;
+  const std::string& name(Node node) const;
+  NodeKind kind(Node node) const;
+  size_t size() const;
+  std::vector<Node> nodes() const;
+  std::vector<Node> nodes(NodeKind kind) const;
+  std::vector<Node> variables() const;
+  std::vector<Node> trainable_variables() const;
+  std::vector<Node> train_ops() const;
+  std::vector<Node> inputs() const;  // one node per input (its first component)
+
+  // State access.
+  const PlaceholderOptions& placeholder_options(Node placeholder) const;
+  // The variable's live tensor (module parameters share storage with the module).
+  at::Tensor& variable_value(Node variable);
+  const at::Tensor& variable_value(Node variable) const;
+  bool is_trainable(Node variable) const;
+  // The optimizer of a train op (for learning-rate changes and checkpoints).
+  torch::optim::Optimizer& optimizer(Node train_op);
+  Node train_op_loss(Node train_op) const;
+  // Position of an input (any of its component nodes).
+  InputPosition input_position(Node input) const;
+  void set_input_position(Node input, const InputPosition& position);
+
+  // Restores every variable to its initial value, the global step to 0, fresh optimizer state
+  // and every input to its start. Done by the chief when a session is created without a restore.
+  void initialize();
+
+  void finalize();
+  bool finalized() const;
+
+  internal::GraphState& state() { return *state_; }
+  const internal::GraphState& state() const { return *state_; }
+
+ private:
+  Node add_node(std::string name, NodeKind kind);
+  std::unique_ptr<internal::GraphState> state_;
+};
+
+}  // namespace trainhooks

@@ -1,0 +1,92 @@
+// The SessionRunHook protocol (TF's, exactly).
+//
+// A MonitoredSession calls, for every hook in order:
+//   begin()                               once, before the session exists (graph() is usable)
+//   after_create_session(session, coord)  after every (re)creation of the session
+//   before_run(ctx) -> SessionRunArgs      before each run: extra fetches, feeds, run options
+//   -- one combined run of the caller's and every hook's fetches --
+//   after_run(ctx, values)                 with the hook's own fetched values
+//   end(session)                           on a clean close only (not while an exception unwinds)
+//
+// Hooks may add feeds but never override the caller's or another hook's (a RuntimeError names
+// the nodes). ctx.request_stop() makes should_stop() true after the current run, whose results
+// are still returned.
+//
+//   struct LossPrinter : th::SessionRunHook {
+//     th::Node loss;
+//     th::SessionRunArgs before_run(th::SessionRunContext&) override { return {{loss}}; }
+//     void after_run(th::SessionRunContext&, const th::SessionRunValues& v) override {
+//       std::cout << v.results[loss].item<float>() << "\n";
+//     }
+//   };
+//
+// Hooks read time, sleep and log through env() (the session's Env unless set_env() gave one).
+#pragma once
+
+#include "trainhooks/env.h"
+#include "trainhooks/node.h"
+#include "trainhooks/session.h"
+
+namespace trainhooks {
+
+class Coordinator;
+class Graph;
+
+struct SessionRunArgs {
+  Fetches fetches;
+  Feeds feeds;
+  RunOptions options;
+};
+
+struct SessionRunValues {
+  RunResults results;
+  RunOptions options;
+  RunMetadata run_metadata;
+};
+
+class SessionRunContext {
+ public:
+  SessionRunContext(const Fetches& fetches, const Feeds& feeds, Session& session)
+      : fetches_(&fetches), feeds_(&feeds), session_(&session) {}
+  // The caller's fetches and feeds for this run.
+  const Fetches& original_fetches() const { return *fetches_; }
+  const Feeds& original_feeds() const { return *feeds_; }
+  Session& session() const { return *session_; }
+  void request_stop() { stop_requested_ = true; }
+  bool stop_requested() const { return stop_requested_; }
+
+ private:
+  const Fetches* fetches_;
+  const Feeds* feeds_;
+  Session* session_;
+  bool stop_requested_ = false;
+};
+
+class SessionRunHook {
+ public:
+  virtual ~SessionRunHook() = default;
+
+  virtual void begin() {}
+  virtual void after_create_session(Session& session, Coordinator& coord) {}
+  virtual SessionRunArgs before_run(SessionRunContext& run_context) { return {}; }
+  virtual void after_run(SessionRunContext& run_context, const SessionRunValues& run_values) {}
+  virtual void end(Session& session) {}
+
+  // Overrides the session's Env for this hook (members left null keep the session's).
+  void set_env(Env env) { own_env_ = std::move(env); }
+
+  // Called by the monitored session before begin(); hooks need not call it.
+  void bind(Graph& graph, const Env& session_env);
+
+ protected:
+  // The graph of the session that runs this hook; valid from begin() on.
+  Graph& graph() const;
+  const Env& env() const { return env_; }
+
+ private:
+  Graph* graph_ = nullptr;
+  Env own_env_;
+  Env env_ = Env::system();
+};
+
+}  // namespace trainhooks

@@ -1,0 +1,39 @@
+// StopAtStepHook: requests a stop at a global step (TF's).
+//
+// Exactly one of num_steps (relative to the global step when the first session is created) and
+// last_step (absolute). After each run it reads the global step (a host integer) and requests a
+// stop once it is >= last_step; the run that reaches it completes. As in TF, a session restored
+// at or past last_step still runs one step before stopping. Needs a global step.
+//
+//   hooks.push_back(std::make_shared<th::StopAtStepHook>(th::StopAtStepHookOptions{.last_step = 1000}));
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "trainhooks/hook.h"
+
+namespace trainhooks {
+
+struct StopAtStepHookOptions {
+  std::optional<int64_t> num_steps;
+  std::optional<int64_t> last_step;
+};
+
+class StopAtStepHook : public SessionRunHook {
+ public:
+  explicit StopAtStepHook(StopAtStepHookOptions options);
+
+  void begin() override;
+  void after_create_session(Session& session, Coordinator& coord) override;
+  void after_run(SessionRunContext& run_context, const SessionRunValues& run_values) override;
+
+  // The step at which training stops (known after the first session was created).
+  std::optional<int64_t> last_step() const { return last_step_; }
+
+ private:
+  std::optional<int64_t> num_steps_;
+  std::optional<int64_t> last_step_;
+};
+
+}  // namespace trainhooks

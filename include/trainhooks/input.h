@@ -1,0 +1,68 @@
+// Inputs: datasets that feed batches into a graph, with a position that checkpoints can save.
+//
+// An InputSource is a map-style dataset: a size and a way to collate the examples at given
+// indices into one tensor per component. Graph::input() wraps it with batching, a seedable
+// shuffle (a permutation per epoch that depends only on seed and epoch, so a restored position
+// continues the same order), epochs, and OutOfRangeError at the end of data.
+//
+//   auto batch = g.input("train", th::tensor_source({xs, ys}, {"x", "y"}),
+//                        {.batch_size = 32, .shuffle = true, .seed = 7, .num_epochs = 10});
+//   auto logits = g.op("logits", [=](th::Run& r) { return net->forward(r[batch[0]]); });
+//
+// For a torch::data dataset (MNIST, a user's Dataset<...>), see trainhooks/data.h.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "trainhooks/node.h"
+
+namespace trainhooks {
+
+class InputSource {
+ public:
+  virtual ~InputSource() = default;
+  virtual size_t size() const = 0;
+  // Names of the batch components, e.g. {"data", "target"}; at least one.
+  virtual std::vector<std::string> component_names() const = 0;
+  // One tensor per component, each with the batch as its first dimension.
+  virtual std::vector<at::Tensor> get_batch(const std::vector<int64_t>& indices) = 0;
+};
+
+// In-memory tensors that share their first dimension; component i is tensors[i][indices].
+std::shared_ptr<InputSource> tensor_source(std::vector<at::Tensor> tensors,
+                                           std::vector<std::string> names);
+
+struct InputOptions {
+  int64_t batch_size = 1;
+  bool shuffle = false;
+  uint64_t seed = 0;
+  int64_t num_epochs = 1;  // <= 0: repeat forever
+  bool drop_last = false;  // drop a last partial batch of each epoch
+  // Shards for data-parallel training: this input reads examples shard_index, shard_index +
+  // num_shards, ... of each epoch's order.
+  int64_t num_shards = 1;
+  int64_t shard_index = 0;
+};
+
+// Where an input is: `offset` examples of epoch `epoch` (0-based) have been consumed.
+struct InputPosition {
+  int64_t epoch = 0;
+  int64_t offset = 0;
+  bool operator==(const InputPosition&) const = default;
+};
+
+// The nodes of one input, one per component: `batch[0]`, `batch.data()`, `batch.target()`.
+struct InputNodes {
+  std::vector<Node> components;
+  Node operator[](size_t i) const { return components.at(i); }
+  size_t size() const { return components.size(); }
+  Node data() const { return components.at(0); }
+  Node target() const { return components.at(1); }
+};
+
+}  // namespace trainhooks

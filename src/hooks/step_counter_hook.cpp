@@ -1,0 +1,60 @@
+#include "trainhooks/hooks/step_counter_hook.h"
+
+#include <fmt/format.h>
+
+#include "trainhooks/errors.h"
+#include "trainhooks/graph.h"
+
+namespace trainhooks {
+
+namespace {
+TimerOptions step_counter_timer(const StepCounterHookOptions& o) {
+  if (o.every_n_steps && o.every_n_secs) {
+    throw InvalidArgument("exactly one of every_n_steps and every_n_secs should be provided.");
+  }
+  if (o.every_n_steps && *o.every_n_steps <= 0) throw InvalidArgument(fmt::format("invalid every_n_steps={}.", *o.every_n_steps));
+  if (o.every_n_secs && !(*o.every_n_secs > 0)) throw InvalidArgument(fmt::format("invalid every_n_secs={}.", *o.every_n_secs));
+  if (!o.output_dir.empty()) {
+    throw UnimplementedError(fmt::format(
+        "StepCounterHook: output_dir '{}' was given, but summary writing is not available in this version", o.output_dir));
+  }
+  if (o.every_n_secs) return {.every_secs = o.every_n_secs};
+  return {.every_steps = o.every_n_steps.value_or(100)};
+}
+}  // namespace
+
+StepCounterHook::StepCounterHook(StepCounterHookOptions options) : timer_(step_counter_timer(options)) {}
+
+void StepCounterHook::begin() {
+  if (!graph().has_global_step()) throw RuntimeError("Global step should be created to use StepCounterHook.");
+  timer_.set_clock(env().clock);
+  timer_.reset();
+  last_global_step_.reset();
+}
+
+SessionRunArgs StepCounterHook::before_run(SessionRunContext& ctx) {
+  stale_global_step_ = ctx.session().global_step();
+  return {};
+}
+
+void StepCounterHook::after_run(SessionRunContext& ctx, const SessionRunValues&) {
+  const int64_t global_step = ctx.session().global_step();
+  if (timer_.should_trigger_for_step(global_step)) {
+    auto elapsed = timer_.update_last_triggered_step(global_step);
+    if (elapsed && elapsed->seconds > 0) {
+      double steps_per_sec = static_cast<double>(elapsed->steps) / elapsed->seconds;
+      env().info(fmt::format("global_step/sec: {:g}", steps_per_sec));
+    }
+  }
+  if (last_global_step_ && stale_global_step_ == *last_global_step_ && warnings_ < 5) {
+    ++warnings_;
+    env().warning(fmt::format(
+        "It seems that global step has not been increased. Current value (could be stable): {} vs "
+        "previous value: {}. You could increase the global step by running a train op made by "
+        "Graph::minimize.",
+        stale_global_step_, *last_global_step_));
+  }
+  last_global_step_ = stale_global_step_;
+}
+
+}  // namespace trainhooks

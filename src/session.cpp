@@ -1,0 +1,327 @@
+#include "trainhooks/session.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+#include <c10/util/Exception.h>
+#include <torch/nn/utils/clip_grad.h>
+#include <torch/optim/optimizer.h>
+
+#include <fmt/format.h>
+
+#include "graph_state.h"
+#include "trainhooks/errors.h"
+
+namespace trainhooks {
+
+using internal::NodeEntry;
+
+// ---- RunOptions -------------------------------------------------------------------------------
+
+void RunOptions::merge_from(const RunOptions& other) {
+  trace_level = std::max(trace_level, other.trace_level);
+  timeout_in_ms = std::max(timeout_in_ms, other.timeout_in_ms);
+  report_tensor_allocations_upon_oom = report_tensor_allocations_upon_oom || other.report_tensor_allocations_upon_oom;
+}
+
+// ---- RunResults -------------------------------------------------------------------------------
+
+const at::Tensor& RunResults::operator[](Node node) const {
+  for (const auto& [n, v] : values_)
+    if (n == node) return v;
+  std::string name = graph_ && node.index >= 0 && static_cast<size_t>(node.index) < graph_->size()
+                         ? graph_->name(node) : std::to_string(node.index);
+  if (end_of_input_) {
+    throw OutOfRangeError(fmt::format("No value for '{}': the run reached the end of input", name));
+  }
+  throw NotFoundError(fmt::format("'{}' was not fetched in this run", name));
+}
+
+const at::Tensor& RunResults::operator[](std::string_view name) const {
+  if (graph_) {
+    for (const auto& [n, v] : values_)
+      if (graph_->name(n) == name) return v;
+  }
+  if (end_of_input_) {
+    throw OutOfRangeError(fmt::format("No value for '{}': the run reached the end of input", name));
+  }
+  throw NotFoundError(fmt::format("'{}' was not fetched in this run", name));
+}
+
+const at::Tensor& RunResults::at(size_t i) const {
+  if (i >= values_.size()) {
+    throw InvalidArgument(fmt::format("RunResults::at: index {} out of range (size {})", i, values_.size()));
+  }
+  return values_[i].second;
+}
+
+bool RunResults::contains(Node node) const {
+  for (const auto& kv : values_)
+    if (kv.first == node) return true;
+  return false;
+}
+
+// ---- Run --------------------------------------------------------------------------------------
+
+const at::Tensor& Run::operator[](Node node) { return session_->evaluate(node); }
+const at::Tensor& Run::operator[](std::string_view name) {
+  return session_->evaluate(session_->graph().find(name));
+}
+Graph& Run::graph() { return session_->graph(); }
+int64_t Run::global_step() const { return session_->global_step(); }
+
+// ---- Session ----------------------------------------------------------------------------------
+
+struct Session::Scratch {
+  std::vector<at::Tensor> memo;
+  std::vector<uint64_t> stamp;  // memo[i] is this run's iff stamp[i] == run_id
+  std::vector<uint8_t> done;    // 0: being evaluated (cycle guard), 1: done
+  std::vector<int32_t> evaluated;
+  std::vector<int32_t> stack;
+  std::vector<int32_t> error_path;
+  RunMetadata* metadata = nullptr;
+  bool tracing = false;
+  int64_t timeout_ms = 0;
+  double deadline = 0;
+};
+
+namespace {
+
+std::string shape_string(at::IntArrayRef shape) {
+  return fmt::format("[{}]", fmt::join(shape, ", "));
+}
+
+std::string dtype_string(c10::ScalarType t) {
+  std::string s = c10::toString(t);
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+void check_feed(const NodeEntry& e, const at::Tensor& value) {
+  if (!value.defined()) throw InvalidArgument(fmt::format("The value fed for '{}' is undefined", e.name));
+  if (e.kind != NodeKind::kPlaceholder) return;
+  const auto& spec = e.placeholder;
+  if (spec.dtype && value.scalar_type() != *spec.dtype) {
+    throw InvalidArgument(fmt::format("Cannot feed value of dtype {} for placeholder '{}', which has dtype {}",
+                                      dtype_string(value.scalar_type()), e.name, dtype_string(*spec.dtype)));
+  }
+  if (spec.shape.known()) {
+    const auto& want = spec.shape.dims();
+    bool ok = static_cast<size_t>(value.dim()) == want.size();
+    for (size_t i = 0; ok && i < want.size(); ++i) ok = want[i] == -1 || want[i] == value.size(static_cast<int64_t>(i));
+    if (!ok) {
+      throw InvalidArgument(fmt::format("Cannot feed value of shape {} for placeholder '{}', which has shape {}",
+                                        shape_string(value.sizes()), e.name, shape_string(want)));
+    }
+  }
+}
+
+}  // namespace
+
+Session::Session(Graph& graph, Env env)
+    : graph_(&graph), env_(env.or_else(Env::system())), scratch_(std::make_unique<Scratch>()) {}
+
+Session::~Session() = default;
+
+int64_t Session::global_step() const { return graph_->global_step_value(); }
+
+RunResults Session::run(const Fetches& fetches, const Feeds& feeds, const RunOptions& options,
+                        RunMetadata* metadata) {
+  RunResults out;
+  run_into(fetches, feeds, options, metadata, out);
+  return out;
+}
+
+void Session::begin_run(const Feeds& feeds, const RunOptions& options, RunMetadata* metadata) {
+  auto& s = *scratch_;
+  auto& gs = graph_->state();
+  size_t n = gs.nodes.size();
+  if (s.memo.size() != n) {
+    s.memo.resize(n);
+    s.stamp.resize(n, 0);
+    s.done.resize(n, 0);
+  }
+  ++run_id_;
+  ++gs.run_serial;
+  s.evaluated.clear();
+  s.stack.clear();
+  s.error_path.clear();
+  s.metadata = metadata;
+  s.tracing = options.trace_level >= RunOptions::SOFTWARE_TRACE && metadata != nullptr;
+  if (metadata) metadata->clear();
+  s.timeout_ms = options.timeout_in_ms;
+  if (s.timeout_ms > 0) s.deadline = env_.clock->steady_seconds() + static_cast<double>(s.timeout_ms) / 1000.0;
+
+  for (const auto& feed : feeds) {
+    Node node = graph_->resolve(feed.node);
+    const auto& e = gs.nodes[node.index];
+    if (s.stamp[node.index] == run_id_) {
+      throw InvalidArgument(fmt::format("Node '{}' is fed more than once in the same run", e.name));
+    }
+    check_feed(e, feed.value);
+    s.memo[node.index] = feed.value;
+    s.stamp[node.index] = run_id_;
+    s.done[node.index] = 1;
+    s.evaluated.push_back(node.index);
+  }
+}
+
+void Session::end_run() {
+  auto& s = *scratch_;
+  // Release this run's intermediate values (activations) now rather than at the next run.
+  for (int32_t i : s.evaluated) s.memo[i].reset();
+  s.evaluated.clear();
+  s.metadata = nullptr;
+}
+
+void Session::run_into(const Fetches& fetches, const Feeds& feeds, const RunOptions& options,
+                       RunMetadata* metadata, RunResults& out) {
+  resolved_.clear();
+  for (const auto& ref : fetches.refs()) resolved_.push_back(graph_->resolve(ref));
+  run_nodes(resolved_, feeds, options, metadata, out);
+}
+
+void Session::run_nodes(const std::vector<Node>& fetches, const Feeds& feeds, const RunOptions& options,
+                        RunMetadata* metadata, RunResults& out) {
+  out.clear();
+  out.set_graph(graph_);
+  out.set_end_of_input(false);
+  const auto& nodes = graph_->state().nodes;
+  // Gradients only for runs that fetch a train op: evaluation runs keep no autograd graph.
+  bool train = false;
+  for (Node n : fetches) {
+    if (n.index < 0 || static_cast<size_t>(n.index) >= nodes.size()) {
+      throw InvalidArgument(fmt::format("Invalid node handle {} (the graph has {} nodes)", n.index, nodes.size()));
+    }
+    if (nodes[n.index].kind == NodeKind::kTrainOp) train = true;
+  }
+  at::AutoGradMode grad_mode(train);
+  try {
+    begin_run(feeds, options, metadata);
+    out.reserve(fetches.size());
+    for (Node n : fetches) out.add(n, evaluate(n));
+  } catch (...) {
+    auto error = std::current_exception();
+    end_run();
+    out.clear();
+    rethrow_with_path(error);
+  }
+  end_run();
+}
+
+void Session::rethrow_with_path(const std::exception_ptr& error) {
+  auto& path = scratch_->error_path;
+  if (path.empty()) std::rethrow_exception(error);
+  std::string where;
+  for (size_t i = 0; i < path.size(); ++i) {
+    if (i) where += " <- ";
+    where += graph_->state().nodes[path[i]].name;
+  }
+  path.clear();
+  Code code = Code::kUnknown;
+  std::string message;
+  try {
+    std::rethrow_exception(error);
+  } catch (const Error& e) {
+    code = e.code();
+    message = e.what();
+  } catch (const c10::Error& e) {
+    code = Code::kInvalidArgument;
+    message = e.what_without_backtrace();
+  } catch (const std::exception& e) {
+    message = e.what();
+  } catch (...) {
+    message = "unknown exception";
+  }
+  throw_error(code, fmt::format("{} [while evaluating {}]", message, where));
+}
+
+const at::Tensor& Session::evaluate(Node node) {
+  auto& s = *scratch_;
+  auto& gs = graph_->state();
+  if (node.index < 0 || static_cast<size_t>(node.index) >= s.memo.size()) {
+    throw InvalidArgument(fmt::format("Invalid node handle {} (the graph has {} nodes)", node.index, s.memo.size()));
+  }
+  const int32_t i = node.index;
+  if (s.stamp[i] == run_id_) {
+    if (s.done[i]) return s.memo[i];
+    s.stack.push_back(i);
+    if (s.error_path.empty()) s.error_path = s.stack;
+    s.stack.pop_back();
+    throw InvalidArgument(fmt::format("Cycle detected: node '{}' depends on itself", gs.nodes[i].name));
+  }
+  NodeEntry& e = gs.nodes[i];
+  // Variables and constants are returned in place: no memo entry, no cycle possible.
+  if (e.kind == NodeKind::kVariable || e.kind == NodeKind::kConstant) return e.value;
+
+  s.stack.push_back(i);
+  s.stamp[i] = run_id_;
+  s.done[i] = 0;
+  double start = s.tracing ? env_.clock->steady_seconds() : 0;
+  try {
+    at::Tensor value;
+    switch (e.kind) {
+      case NodeKind::kPlaceholder: {
+        const auto& spec = e.placeholder;
+        std::string shape = spec.shape.known() ? shape_string(spec.shape.dims()) : "any";
+        std::string dtype = spec.dtype ? dtype_string(*spec.dtype) : "any";
+        throw InvalidArgument(fmt::format("You must feed a value for placeholder '{}' with dtype {} and shape {}",
+                                          e.name, dtype, shape));
+      }
+      case NodeKind::kOp: {
+        Run run(this);
+        value = e.fn(run);
+        break;
+      }
+      case NodeKind::kInput: {
+        auto& group = gs.inputs[e.input_group];
+        if (group.batch_serial != gs.run_serial) {
+          internal::next_batch(group);
+          group.batch_serial = gs.run_serial;
+        }
+        value = group.batch[e.component];
+        break;
+      }
+      case NodeKind::kGlobalStep:
+        value = at::scalar_tensor(gs.global_step_value, at::kLong);
+        break;
+      case NodeKind::kTrainOp: {
+        auto& t = gs.train_ops[e.train_index];
+        const at::Tensor& loss = evaluate(t.loss);
+        if (!loss.defined() || loss.numel() != 1) {
+          throw InvalidArgument(fmt::format("train op '{}': loss '{}' must be a scalar, got shape {}", e.name,
+                                            gs.nodes[t.loss.index].name, loss.defined() ? shape_string(loss.sizes()) : "undefined"));
+        }
+        if (!loss.requires_grad()) {
+          throw FailedPreconditionError(fmt::format(
+              "train op '{}': loss '{}' does not depend on any trainable variable through operations that "
+              "record gradients", e.name, gs.nodes[t.loss.index].name));
+        }
+        t.optimizer->zero_grad();
+        loss.backward();
+        if (t.options.clip_global_norm) torch::nn::utils::clip_grad_norm_(t.params, *t.options.clip_global_norm);
+        t.optimizer->step();
+        ++gs.global_step_value;
+        break;
+      }
+      case NodeKind::kVariable:
+      case NodeKind::kConstant:
+        break;
+    }
+    s.memo[i] = std::move(value);
+  } catch (...) {
+    if (s.error_path.empty()) s.error_path = s.stack;
+    s.stack.pop_back();
+    throw;
+  }
+  s.done[i] = 1;
+  s.evaluated.push_back(i);
+  s.stack.pop_back();
+  if (!s.error_path.empty()) s.error_path.clear();  // an error caught inside an op is not ours
+  if (s.tracing) s.metadata->step_stats.push_back({node, e.name, start, env_.clock->steady_seconds()});
+  if (s.timeout_ms > 0 && env_.clock->steady_seconds() > s.deadline) {
+    throw DeadlineExceededError(fmt::format("Run exceeded its timeout of {} ms after evaluating '{}'", s.timeout_ms, e.name));
+  }
+  return s.memo[i];
+}
+
+}  // namespace trainhooks

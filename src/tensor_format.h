@@ -1,0 +1,17 @@
+// Text of tensor values in log lines, as a TF user sees numpy values printed.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <string>
+
+namespace trainhooks::internal {
+
+// Python's repr of a float: shortest round-trip digits, ".0" on integral values, nan, inf.
+std::string format_float(double value, bool single_precision);
+// Scalars as Python prints them; arrays as numpy prints them without padding (`[1.5 2.0]`,
+// nested brackets per dimension, `...` after 3 leading and before 3 trailing entries of any
+// dimension once the tensor has more than 1000 elements).
+std::string format_tensor(const at::Tensor& value);
+
+}  // namespace trainhooks::internal
