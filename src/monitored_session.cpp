@@ -90,10 +90,15 @@ void MonitoredSession::check_not_stopped() const {
 
 RunResults MonitoredSession::run(const Fetches& fetches, const Feeds& feeds, const RunOptions& options,
                                  RunMetadata* metadata) {
-  check_not_stopped();
   RunResults out;
-  run_hooked(fetches, feeds, options, metadata, out);
+  run_into(fetches, feeds, options, metadata, out);
   return out;
+}
+
+void MonitoredSession::run_into(const Fetches& fetches, const Feeds& feeds, const RunOptions& options,
+                                RunMetadata* metadata, RunResults& out) {
+  check_not_stopped();
+  run_hooked(fetches, feeds, options, metadata, out);
 }
 
 void MonitoredSession::run_hooked(const Fetches& fetches, const Feeds& feeds, const RunOptions& options,

@@ -198,7 +198,13 @@ void Session::run_nodes(const std::vector<Node>& fetches, const Feeds& feeds, co
   try {
     begin_run(feeds, options, metadata);
     out.reserve(fetches.size());
-    for (Node n : fetches) out.add(n, evaluate(n));
+    for (Node n : fetches) {
+      const at::Tensor& value = evaluate(n);
+      // A fetched variable is a snapshot, as in TF: later steps must not change a kept result.
+      // Ops still read the live tensor through the Run.
+      bool live_variable = nodes[n.index].kind == NodeKind::kVariable && scratch_->stamp[n.index] != run_id_;
+      out.add(n, live_variable ? value.detach().clone() : value);
+    }
   } catch (...) {
     auto error = std::current_exception();
     end_run();

@@ -1,1 +1,31 @@
 #include "test_util.h"
+
+#include <ATen/ATen.h>
+
+#include "trainhooks/optimizers.h"
+
+namespace trainhooks::testing {
+
+TinyModel::TinyModel() {
+  x = g.placeholder("x", {.dtype = at::kFloat, .shape = Shape::scalar()});
+  w = g.variable("w", at::zeros({}, at::kFloat));
+  const Node xn = x, wn = w;
+  loss = g.op("loss", [=](Run& r) { return (r[wn] * r[xn] - 2).square(); });
+  train = g.minimize("train", loss, sgd(0.1));
+}
+
+Feeds TinyModel::feed(float value) const { return {{x, at::scalar_tensor(value, at::kFloat)}}; }
+
+std::unique_ptr<MonitoredSession> chief_session(Graph& g, Hooks hooks, const Env& env) {
+  return std::make_unique<MonitoredSession>(
+      std::make_unique<ChiefSessionCreator>(g, SessionCreatorOptions{.env = env}), std::move(hooks),
+      MonitoredSessionOptions{.env = env});
+}
+
+std::unique_ptr<MonitoredSession> worker_session(Graph& g, Hooks hooks, const Env& env) {
+  return std::make_unique<MonitoredSession>(
+      std::make_unique<WorkerSessionCreator>(g, SessionCreatorOptions{.env = env}),
+      std::move(hooks), MonitoredSessionOptions{.env = env});
+}
+
+}  // namespace trainhooks::testing

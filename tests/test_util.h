@@ -15,3 +15,28 @@ struct FakeEnv {
 };
 
 }  // namespace trainhooks::testing
+
+// ---- A tiny trainable model and a monitored session over it ----------------------------------
+
+#include "trainhooks/graph.h"
+#include "trainhooks/monitored_session.h"
+
+namespace trainhooks::testing {
+
+// loss = (w * x - 2)^2 with `w` a float scalar variable starting at 0 and `x` a float scalar
+// placeholder; `train` is minimize(loss, sgd(0.1)), which creates and increments the global step.
+// Nodes may still be added to `g` until a session finalizes it.
+struct TinyModel {
+  TinyModel();
+  Graph g;
+  Node x, w, loss, train;
+  // {{x, value}}.
+  Feeds feed(float value = 1.0f) const;
+};
+
+// A MonitoredSession whose creator (ChiefSessionCreator, or WorkerSessionCreator, which keeps the
+// graph's state) and the session itself use `env`.
+std::unique_ptr<MonitoredSession> chief_session(Graph& g, Hooks hooks, const Env& env);
+std::unique_ptr<MonitoredSession> worker_session(Graph& g, Hooks hooks, const Env& env);
+
+}  // namespace trainhooks::testing

@@ -73,6 +73,7 @@ class RuntimeError : public Error {
 class NanLossDuringTrainingError : public Error {
  public:
   NanLossDuringTrainingError() : Error(Code::kInvalidArgument, "NaN loss during training.") {}
+  explicit NanLossDuringTrainingError(const std::string& message) : Error(Code::kInvalidArgument, message) {}
 };
 
 // Throws the Error subclass that matches `code` (InvalidArgument for kInvalidArgument, ...), so a

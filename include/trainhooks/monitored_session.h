@@ -106,6 +106,9 @@ class MonitoredSession {
 
   RunResults run(const Fetches& fetches, const Feeds& feeds = {}, const RunOptions& options = {},
                  RunMetadata* metadata = nullptr);
+  // As run(), into `out`, whose capacity is reused: a steady loop allocates nothing here.
+  void run_into(const Fetches& fetches, const Feeds& feeds, const RunOptions& options,
+                RunMetadata* metadata, RunResults& out);
 
   template <typename Fn>
   auto run_step_fn(Fn&& fn) -> std::invoke_result_t<Fn, StepContext&> {

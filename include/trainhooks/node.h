@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,26 +40,46 @@ class NodeRef {
   std::string name_;
 };
 
-// What a run should compute: one node, or several in order.
+// What a run should compute: one node, or several in order. A single fetch is stored inline, so
+// `sess.run(train_op)` allocates nothing.
 class Fetches {
  public:
   Fetches() = default;
-  Fetches(NodeRef one) { refs_.push_back(std::move(one)); }  // NOLINT
-  Fetches(Node one) { refs_.emplace_back(one); }  // NOLINT
-  Fetches(const char* one) { refs_.emplace_back(one); }  // NOLINT
-  Fetches(std::string one) { refs_.emplace_back(std::move(one)); }  // NOLINT
-  Fetches(std::initializer_list<NodeRef> refs) : refs_(refs) {}
-  Fetches(std::vector<NodeRef> refs) : refs_(std::move(refs)) {}  // NOLINT
-  Fetches(const std::vector<Node>& nodes) : refs_(nodes.begin(), nodes.end()) {}  // NOLINT
+  Fetches(NodeRef one) : one_(std::move(one)), size_(1) {}  // NOLINT: implicit by design
+  Fetches(Node one) : one_(one), size_(1) {}  // NOLINT
+  Fetches(const char* one) : one_(one), size_(1) {}  // NOLINT
+  Fetches(std::string one) : one_(std::move(one)), size_(1) {}  // NOLINT
+  Fetches(std::initializer_list<NodeRef> refs) { assign(refs.begin(), refs.end()); }
+  Fetches(const std::vector<NodeRef>& refs) { assign(refs.begin(), refs.end()); }  // NOLINT
+  Fetches(const std::vector<Node>& nodes) { assign(nodes.begin(), nodes.end()); }  // NOLINT
 
-  const std::vector<NodeRef>& refs() const { return refs_; }
-  std::vector<NodeRef>& refs() { return refs_; }
-  size_t size() const { return refs_.size(); }
-  bool empty() const { return refs_.empty(); }
-  void clear() { refs_.clear(); }
+  std::span<const NodeRef> refs() const {
+    return size_ <= 1 ? std::span<const NodeRef>(&one_, size_) : std::span<const NodeRef>(many_);
+  }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  void clear() {
+    many_.clear();
+    size_ = 0;
+  }
+  void push_back(NodeRef ref) {
+    if (size_ == 0) {
+      one_ = std::move(ref);
+    } else {
+      if (size_ == 1) many_.assign(1, one_);
+      many_.push_back(std::move(ref));
+    }
+    ++size_;
+  }
 
  private:
-  std::vector<NodeRef> refs_;
+  template <typename It>
+  void assign(It first, It last) {
+    for (; first != last; ++first) push_back(NodeRef(*first));
+  }
+  NodeRef one_{Node{}};
+  std::vector<NodeRef> many_;
+  size_t size_ = 0;
 };
 
 struct Feed {

@@ -12,7 +12,7 @@
 //   float l = r[loss].item<float>();
 //
 // Gradients are recorded only in runs that fetch a train op; other runs evaluate under
-// no-grad. Fetched variables are returned as live tensors (clone() to keep a value).
+// no-grad. A fetched variable is a copy taken when it was evaluated (ops read the live tensor).
 // Not thread-safe: one run at a time.
 #pragma once
 

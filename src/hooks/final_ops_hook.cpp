@@ -14,8 +14,10 @@ void FinalOpsHook::end(Session& session) {
     values_ = session.run(final_ops_, feeds_);
   } catch (const OutOfRangeError&) {
     env().warning(
-        "An OutOfRangeError was raised by the nodes run by FinalOpsHook. Final nodes should read "
-        "variables only; one of them reads an input, which has no batch left at the end of training.");
+        "An OutOfRangeError was raised by the nodes run by FinalOpsHook. This typically means the "
+        "nodes run by the FinalOpsHook have a dependency back to some input source, which should not "
+        "happen. Final nodes should read variables only: an input has no batch left at the end of "
+        "training.");
     throw;
   }
 }

@@ -49,7 +49,7 @@ void LoggingTensorHook::begin() {
     Node n = graph().resolve(ref);
     if (names_as_tags_ && tag.empty()) tag = graph().name(n);
     nodes_.push_back(n);
-    fetches_.refs().emplace_back(n);
+    fetches_.push_back(n);
   }
 }
 

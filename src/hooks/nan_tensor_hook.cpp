@@ -31,7 +31,8 @@ void NanTensorHook::after_run(SessionRunContext& ctx, const SessionRunValues& va
   const char* message = nan ? "Model diverged with loss = NaN." : "Model diverged with loss = Inf.";
   if (options_.fail_on_nan_loss) {
     env().error(message);
-    throw NanLossDuringTrainingError();
+    if (nan) throw NanLossDuringTrainingError();
+    throw NanLossDuringTrainingError("Inf loss during training.");
   }
   env().warning(message);
   ctx.request_stop();

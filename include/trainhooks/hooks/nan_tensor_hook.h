@@ -1,9 +1,9 @@
 // NanTensorHook: stops training when the loss is NaN (TF's).
 //
-// Fetches the loss every run. A NaN (and, with fail_on_inf, an infinity) either throws
-// NanLossDuringTrainingError ("NaN loss during training."), after logging the error
-// `Model diverged with loss = NaN.`, or (fail_on_nan_loss = false) logs that line as a warning and
-// requests a stop.
+// Fetches the loss every run. A NaN either throws NanLossDuringTrainingError ("NaN loss during
+// training."), after logging the error `Model diverged with loss = NaN.`, or (fail_on_nan_loss =
+// false) logs that line as a warning and requests a stop. With fail_on_inf, +-inf does the same
+// with "Inf" in both texts.
 //
 //   hooks.push_back(std::make_shared<th::NanTensorHook>(loss));
 #pragma once

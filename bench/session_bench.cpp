@@ -1,0 +1,324 @@
+// Core costs: the session's per-run and per-node bookkeeping, an idle hook's per-step cost, and
+// the seed model trained through MonitoredTrainingSession against a hand-written LibTorch loop.
+//
+//   session_bench [benchmark flags]                 the micro and end-to-end benchmarks
+//   session_bench --seed-steps=N --mode=MODE        trains the seed model N steps and exits;
+//                                                   MODE: raw | mts | mts_into. Instruction
+//                                                   counts of N and 3N steps give the per-step cost
+//                                                   (scripts/bench.sh).
+//
+// Ops in the micro benchmarks do no tensor math: they return a tensor made beforehand (or the
+// previous node's value), so the time left is the session's.
+#include <ATen/ATen.h>
+#include <benchmark/benchmark.h>
+#include <torch/optim/sgd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "trainhooks/graph.h"
+#include "trainhooks/hook.h"
+#include "trainhooks/monitored_session.h"
+#include "trainhooks/optimizers.h"
+#include "trainhooks/session.h"
+
+namespace th = trainhooks;
+
+namespace {
+
+// ---- Session::run on a chain of trivial ops ---------------------------------------------------
+
+// node0 returns a tensor made beforehand; node k returns node k-1's value.
+struct Chain {
+  th::Graph g;
+  th::Node last;
+  explicit Chain(int64_t n) {
+    const at::Tensor t = at::ones({1});
+    last = g.op("n0", [t](th::Run&) { return t; });
+    for (int64_t k = 1; k < n; ++k) {
+      const th::Node prev = last;
+      last = g.op("n" + std::to_string(k), [prev](th::Run& r) { return r[prev]; });
+    }
+    g.finalize();
+  }
+};
+
+void BM_SessionRunInto(benchmark::State& state) {
+  Chain chain(state.range(0));
+  th::Session sess(chain.g);
+  // Built once, as a training loop would: the session's bookkeeping is what is measured.
+  const th::Fetches fetches(chain.last);
+  const th::Feeds feeds;
+  const th::RunOptions options;
+  th::RunResults out;
+  for (auto _ : state) {
+    sess.run_into(fetches, feeds, options, nullptr, out);
+    benchmark::DoNotOptimize(out.at(0).unsafeGetTensorImpl());
+  }
+}
+BENCHMARK(BM_SessionRunInto)->Arg(1)->Arg(10)->Arg(100);
+
+void BM_SessionRun(benchmark::State& state) {
+  Chain chain(state.range(0));
+  th::Session sess(chain.g);
+  const th::Fetches fetches(chain.last);
+  const th::Feeds feeds;
+  for (auto _ : state) {
+    th::RunResults out = sess.run(fetches, feeds);
+    benchmark::DoNotOptimize(out.at(0).unsafeGetTensorImpl());
+  }
+}
+BENCHMARK(BM_SessionRun)->Arg(1)->Arg(10)->Arg(100);
+
+// The same closures' work without a session: each is a std::function returning a tensor handle,
+// taking the previous value as an argument where the graph's op reads it through the Run.
+void BM_DirectClosures(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const at::Tensor t = at::ones({1});
+  std::vector<std::function<at::Tensor(const at::Tensor&)>> fns;
+  fns.emplace_back([t](const at::Tensor&) { return t; });
+  for (int64_t k = 1; k < n; ++k) fns.emplace_back([](const at::Tensor& prev) { return prev; });
+  at::Tensor value;
+  for (auto _ : state) {
+    for (const auto& fn : fns) value = fn(value);
+    benchmark::DoNotOptimize(value.unsafeGetTensorImpl());
+    benchmark::ClobberMemory();
+  }
+}
+BENCHMARK(BM_DirectClosures)->Arg(1)->Arg(10)->Arg(100);
+
+// ---- MonitoredSession step with hooks that do not fire ----------------------------------------
+
+struct IdleHook : th::SessionRunHook {
+  th::SessionRunArgs before_run(th::SessionRunContext&) override { return {}; }
+  void after_run(th::SessionRunContext&, const th::SessionRunValues&) override {}
+};
+
+void BM_MonitoredStepIdleHooks(benchmark::State& state) {
+  th::Graph g;
+  const at::Tensor t = at::ones({1});
+  const th::Node op = g.op("op", [t](th::Run&) { return t; });
+  th::Hooks hooks;
+  for (int64_t i = 0; i < state.range(0); ++i) hooks.push_back(std::make_shared<IdleHook>());
+  th::MonitoredSession sess(std::make_unique<th::ChiefSessionCreator>(g), std::move(hooks));
+  const th::Fetches fetches(op);
+  const th::Feeds feeds;
+  const th::RunOptions options;
+  th::RunResults out;
+  for (auto _ : state) {
+    sess.run_into(fetches, feeds, options, nullptr, out);
+    benchmark::DoNotOptimize(out.at(0).unsafeGetTensorImpl());
+  }
+}
+BENCHMARK(BM_MonitoredStepIdleHooks)->Arg(0)->Arg(1)->Arg(10);
+
+// ---- The seed model: MonitoredTrainingSession vs a hand-written loop --------------------------
+
+// y = 3x + 1 + noise, 100 samples (the seed's data).
+struct SeedData {
+  at::Tensor xs, ys;
+  SeedData() {
+    at::manual_seed(0);
+    xs = at::randn({100});
+    ys = 3 * xs + 1 + 0.1 * at::randn({100});
+  }
+};
+
+// The same math by hand: forward, zero_grad, backward, SGD step, host step counter.
+struct RawLoop {
+  const SeedData& data;
+  at::Tensor W = at::zeros({1}).requires_grad_();
+  at::Tensor b = at::zeros({1}).requires_grad_();
+  torch::optim::SGD optimizer{std::vector<at::Tensor>{W, b}, torch::optim::SGDOptions(0.1)};
+  int64_t step_count = 0;
+
+  explicit RawLoop(const SeedData& d) : data(d) {}
+  void step() {
+    at::Tensor y_pred = data.xs * W + b;
+    at::Tensor loss = (y_pred - data.ys).square().mean();
+    optimizer.zero_grad();
+    loss.backward();
+    optimizer.step();
+    ++step_count;
+  }
+};
+
+// Keeps the step counter's `global_step/sec` lines out of the benchmark output; they are still
+// formatted, so their cost is counted.
+struct DiscardingLogSink final : th::LogSink {
+  void log(th::LogLevel, std::string_view) override {}
+};
+
+// The seed program with the default hooks (a StepCounterHook every 100 steps).
+struct MtsLoop {
+  const SeedData& data;
+  th::Graph g;
+  th::Node x, y, W, b, y_pred, loss, train;
+  std::unique_ptr<th::MonitoredTrainingSession> sess;
+  // For step_into(): feeds and results built once.
+  th::Feeds feeds;
+  th::RunResults out;
+
+  explicit MtsLoop(const SeedData& d) : data(d) {
+    x = g.placeholder("x", {.dtype = at::kFloat, .shape = {-1}});
+    y = g.placeholder("y", {.dtype = at::kFloat, .shape = {-1}});
+    W = g.variable("W", at::zeros({1}));
+    b = g.variable("b", at::zeros({1}));
+    const th::Node xn = x, yn = y, Wn = W, bn = b;
+    y_pred = g.op("y_pred", [=](th::Run& r) { return r[xn] * r[Wn] + r[bn]; });
+    const th::Node pn = y_pred;
+    loss = g.op("loss", [=](th::Run& r) { return (r[pn] - r[yn]).square().mean(); });
+    train = g.minimize("train", loss, th::sgd(0.1));
+    th::Env env{.log = std::make_shared<DiscardingLogSink>()};
+    sess = std::make_unique<th::MonitoredTrainingSession>(g, th::MonitoredTrainingSessionOptions{.env = env});
+    feeds = {{x, data.xs}, {y, data.ys}};
+  }
+  // As the seed writes it.
+  void step() { sess->run(train, {{x, data.xs}, {y, data.ys}}); }
+  // Feeds and results reused across steps.
+  void step_into() { sess->run_into(train, feeds, {}, nullptr, out); }
+};
+
+struct SeedPair {
+  SeedData data;
+  RawLoop raw{data};
+  MtsLoop mts{data};
+};
+
+// Shared by every call of the benchmark functions so both programs stay warm.
+std::unique_ptr<SeedPair> g_seed;
+
+SeedPair& seed() {
+  if (!g_seed) {
+    g_seed = std::make_unique<SeedPair>();
+    for (int i = 0; i < 300; ++i) {
+      g_seed->raw.step();
+      g_seed->mts.step();
+      g_seed->mts.step_into();
+    }
+  }
+  return *g_seed;
+}
+
+double thread_cpu_seconds() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+struct Elapsed {
+  double wall = 0;
+  double cpu = 0;  // this thread's: time the scheduler gave to other processes is left out
+};
+
+template <typename Fn>
+Elapsed elapsed_of(Fn&& fn) {
+  const auto wall_start = std::chrono::steady_clock::now();
+  const double cpu_start = thread_cpu_seconds();
+  fn();
+  return {std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count(),
+          thread_cpu_seconds() - cpu_start};
+}
+
+// Each iteration trains one block of 100 steps with each program, alternating which goes first,
+// so slow phases of a shared machine hit both. A block holds exactly one step-counter trigger.
+// Counters: wall and thread-CPU ns per step of each program, the ratios of their totals, and the
+// median of the per-block wall ratios (less sensitive to a burst of load on one block). LibTorch
+// runs these small ops and their backward pass on the calling thread, so its CPU time is the
+// whole cost.
+void BM_SeedInterleaved(benchmark::State& state) {
+  constexpr int kBlock = 100;
+  SeedPair& s = seed();
+  const bool reuse = state.range(0) == 1;
+  Elapsed raw_total, mts_total;
+  std::vector<double> ratios;
+  int64_t i = 0;
+  for (auto _ : state) {
+    auto raw_block = [&] {
+      for (int k = 0; k < kBlock; ++k) s.raw.step();
+    };
+    auto mts_block = [&] {
+      if (reuse) {
+        for (int k = 0; k < kBlock; ++k) s.mts.step_into();
+      } else {
+        for (int k = 0; k < kBlock; ++k) s.mts.step();
+      }
+    };
+    Elapsed raw, mts;
+    if (i++ % 2 == 0) {
+      raw = elapsed_of(raw_block);
+      mts = elapsed_of(mts_block);
+    } else {
+      mts = elapsed_of(mts_block);
+      raw = elapsed_of(raw_block);
+    }
+    raw_total.wall += raw.wall;
+    raw_total.cpu += raw.cpu;
+    mts_total.wall += mts.wall;
+    mts_total.cpu += mts.cpu;
+    ratios.push_back(mts.wall / raw.wall);
+  }
+  const double steps = static_cast<double>(state.iterations()) * kBlock;
+  std::nth_element(ratios.begin(), ratios.begin() + ratios.size() / 2, ratios.end());
+  state.counters["raw_ns"] = raw_total.wall / steps * 1e9;
+  state.counters["mts_ns"] = mts_total.wall / steps * 1e9;
+  state.counters["ratio"] = mts_total.wall / raw_total.wall;
+  state.counters["block_ratio_median"] = ratios.empty() ? 0 : ratios[ratios.size() / 2];
+  state.counters["raw_cpu_ns"] = raw_total.cpu / steps * 1e9;
+  state.counters["mts_cpu_ns"] = mts_total.cpu / steps * 1e9;
+  state.counters["cpu_ratio"] = mts_total.cpu / raw_total.cpu;
+}
+// 0: sess.run(train_op, {{x, xs}, {y, ys}}) as in the seed; 1: run_into with reused feeds.
+BENCHMARK(BM_SeedInterleaved)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+
+// ---- Driver for instruction counting ----------------------------------------------------------
+
+bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
+
+int seed_driver(int64_t steps, std::string_view mode) {
+  SeedData data;
+  if (mode == "raw") {
+    RawLoop raw(data);
+    for (int64_t i = 0; i < steps; ++i) raw.step();
+    std::printf("raw: %lld steps, W = %f\n", static_cast<long long>(raw.step_count), raw.W.item<float>());
+  } else if (mode == "mts" || mode == "mts_into") {
+    MtsLoop mts(data);
+    const bool reuse = mode == "mts_into";
+    for (int64_t i = 0; i < steps; ++i) reuse ? mts.step_into() : mts.step();
+    std::printf("%s: %lld steps, W = %f\n", std::string(mode).c_str(), static_cast<long long>(mts.g.global_step_value()),
+                mts.g.variable_value(mts.W).item<float>());
+  } else {
+    std::fprintf(stderr, "unknown --mode=%s (raw, mts or mts_into)\n", std::string(mode).c_str());
+    return 2;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int64_t seed_steps = -1;
+  std::string_view mode = "mts";
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (starts_with(arg, "--seed-steps=")) seed_steps = std::atoll(argv[i] + 13);
+    if (starts_with(arg, "--mode=")) mode = arg.substr(7);
+  }
+  if (seed_steps >= 0) return seed_driver(seed_steps, mode);
+
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  g_seed.reset();
+  return 0;
+}

@@ -1,0 +1,99 @@
+// EventWriter: appends events to a TensorBoard event file from a background thread, as
+// TensorFlow's FileWriter / EventFileWriter do.
+//
+// The constructor creates `logdir` and the file `events.out.tfevents.<10-digit wall seconds>.
+// <hostname><filename_suffix>` and writes its first record, Event{wall_time, file_version:
+// "brain.Event:2"}. Each add_* call stamps the event with the wall clock and queues it; a writer
+// thread encodes, frames (TFRecord, masked CRC32C) and appends it. The queue holds max_queue
+// events; a caller that finds it full blocks until the writer catches up. The file is flushed to
+// the OS every flush_secs, on flush() and on close() (close also fsyncs); never per event.
+// The first value of each tag in a file carries its plugin metadata.
+//
+// close() writes what is queued and stops the thread; later events are dropped with a warning
+// (logged once per close). reopen() starts a new file after close(); it does nothing otherwise.
+//
+//   trainhooks::summary::EventWriter writer("runs/exp1", {.flush_secs = 30});
+//   writer.add_scalar("loss", loss.item<float>(), step);
+//   writer.add_histogram("fc/weight", fc->weight, step);
+//   writer.close();
+//
+// EventWriter::for_logdir(dir) returns the process-wide writer of that directory, creating it
+// with default options on first use (TF's FileWriterCache).
+//
+// Thread safety: every method may be called from any thread. Events from one thread are written
+// in the order they were added.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "trainhooks/summary/summary.h"
+
+namespace trainhooks::summary {
+
+struct EventWriterOptions {
+  // Events queued before add_* blocks; at least 1.
+  int max_queue = 10;
+  // Seconds between flushes to the OS; positive.
+  double flush_secs = 120;
+  // Appended to the file name, e.g. ".v2" or ".eval".
+  std::string filename_suffix{};
+  // Seconds since the Unix epoch, for wall_time and the file name; default: the system clock.
+  std::function<double()> wall_clock{};
+  // Receives warnings (dropped events, failed writes); default: stderr as
+  // `WARNING:trainhooks:<message>`. Called from the calling or the writer thread.
+  std::function<void(const std::string&)> warn{};
+};
+
+class EventWriter {
+ public:
+  // Throws std::invalid_argument for bad options and std::runtime_error (naming the path) when
+  // the directory or the file cannot be created.
+  explicit EventWriter(std::filesystem::path logdir, EventWriterOptions options = {});
+  ~EventWriter();  // close()
+  EventWriter(const EventWriter&) = delete;
+  EventWriter& operator=(const EventWriter&) = delete;
+
+  // The shared writer of `logdir` (compared after making it absolute and normal).
+  static std::shared_ptr<EventWriter> for_logdir(const std::filesystem::path& logdir);
+  // Closes and forgets every cached writer.
+  static void clear_cache();
+
+  // Cheap on the calling thread: no encoding or allocation beyond a tag longer than the
+  // small-string buffer the first time a queue slot sees it.
+  void add_scalar(std::string_view tag, float value, int64_t step);
+  // These encode on the calling thread (the tensor is read before returning).
+  void add_histogram(std::string_view tag, const at::Tensor& values, int64_t step);
+  void add_image(std::string_view tag, const at::Tensor& images, int64_t step,
+                 const ImageOptions& options = {});
+  void add_text(std::string_view tag, std::string_view text, int64_t step);
+  void add_session_log(SessionStatus status, std::string_view checkpoint_path, std::string_view msg,
+                       int64_t step);
+  // All values of `summary` in one event.
+  void add_summary(const Summary& summary, int64_t step);
+  void add_summary(Summary&& summary, int64_t step);
+
+  // Returns once every event added before the call is in the file (handed to the OS).
+  void flush();
+  void close();
+  void reopen();
+
+  bool closed() const;
+  const std::filesystem::path& logdir() const;
+  // The file being written, or the last one after close().
+  std::filesystem::path file_path() const;
+  // Events dropped because the writer was closed.
+  int64_t dropped_events() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace trainhooks::summary

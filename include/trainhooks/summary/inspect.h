@@ -1,0 +1,64 @@
+// Inspection of a log directory, as `tensorboard --inspect` does: which runs it holds and, per
+// tag, the kind of data, how many values, the step range and the last value.
+//
+// A run is a directory holding event files: the log directory itself (named ".") and every
+// subdirectory below it (named by its path relative to the log directory). `trainhooks events`
+// prints these; the functions are public so tools and tests can use them directly.
+//
+//   auto runs = trainhooks::summary::inspect_logdir("runs", {.tag = "loss"});
+//   trainhooks::summary::print_runs(std::cout, runs);
+//
+// Errors: EventFileError for a missing directory or a corrupt record (naming file and offset).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "trainhooks/summary/event_reader.h"
+
+namespace trainhooks::summary {
+
+struct TagStats {
+  std::string tag{};
+  ValueKind kind = ValueKind::kNone;
+  std::string plugin_name{};
+  int64_t count = 0;
+  int64_t min_step = 0, max_step = 0;
+  std::optional<double> last_value{};  // scalars: the value of the last event read
+  double last_wall_time = 0;
+};
+
+struct RunStats {
+  std::string name{};  // "." for the log directory itself
+  std::filesystem::path directory{};
+  std::vector<std::filesystem::path> files{};
+  int64_t events = 0;
+  int64_t session_starts = 0;
+  std::vector<TagStats> tags{};  // sorted by tag
+};
+
+struct InspectOptions {
+  std::string tag{};  // only this tag when not empty
+  ReadOptions read{};
+};
+
+// The directories under `logdir` (itself included) that hold event files, sorted by run name.
+// A path to one event file is a single run named after the file.
+std::vector<std::filesystem::path> find_run_directories(const std::filesystem::path& logdir);
+
+std::vector<RunStats> inspect_logdir(const std::filesystem::path& logdir,
+                                     const InspectOptions& options = {});
+
+// One block per run: its files and event count, then a table of tags.
+void print_runs(std::ostream& out, const std::vector<RunStats>& runs);
+
+// `run,tag,step,wall_time,value` rows (with a header) for every scalar value in read order.
+// Fields with commas or quotes are quoted; values print in the shortest exact form.
+void write_scalars_csv(std::ostream& out, const std::filesystem::path& logdir,
+                       const InspectOptions& options = {});
+
+}  // namespace trainhooks::summary

@@ -1,0 +1,152 @@
+// Runs the seed example end to end and checks what it prints and saves.
+#include <ATen/ATen.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "trainhooks/checkpoint/variables.h"
+#include "trainhooks/graph.h"
+
+namespace th = trainhooks;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;  // stdout only
+};
+
+CommandResult run_command(const std::string& command) {
+  CommandResult result;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (!pipe) return result;
+  char buffer[4096];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) result.out.append(buffer, n);
+  const int status = ::pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+std::string shell_quoted(const std::string& s) { return "'" + s + "'"; }
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+class SeedLinearRegressionTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    std::string pattern =
+        (fs::path(::testing::TempDir()) / "seed_linear_regression_XXXXXX").string();
+    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+    model_ = (fs::path(dir_) / "model.pt").string();
+    const std::string binary = TRAINHOOKS_BINARY_DIR "/examples/seed_linear_regression";
+    ASSERT_TRUE(fs::exists(binary)) << binary << " is not built";
+    // The training log (stderr) goes to a file: only the program's own output is checked.
+    result_ = run_command(shell_quoted(binary) + " --model " + shell_quoted(model_) + " 2> " +
+                          shell_quoted((fs::path(dir_) / "stderr.txt").string()));
+  }
+
+  static void TearDownTestSuite() {
+    std::error_code ignored;
+    if (!dir_.empty()) fs::remove_all(dir_, ignored);
+    dir_.clear();
+    result_.reset();
+  }
+
+  void SetUp() override {
+    ASSERT_TRUE(result_.has_value());
+    ASSERT_EQ(result_->exit_code, 0) << "output:\n" << result_->out;
+  }
+
+  static std::vector<float> losses() {
+    std::vector<float> out;
+    for (const auto& line : lines_of(result_->out)) {
+      float value;
+      if (std::sscanf(line.c_str(), "Loss value: %f", &value) == 1) out.push_back(value);
+    }
+    return out;
+  }
+
+  static inline std::string dir_;
+  static inline std::string model_;
+  static inline std::optional<CommandResult> result_;
+};
+
+TEST_F(SeedLinearRegressionTest, PrintsOneLossLinePerStep) { EXPECT_EQ(losses().size(), 100u); }
+
+TEST_F(SeedLinearRegressionTest, LossFallsMoreThanTenfold) {
+  auto l = losses();
+  ASSERT_FALSE(l.empty());
+  EXPECT_GT(l.front(), 10 * l.back()) << "first " << l.front() << ", last " << l.back();
+}
+
+TEST_F(SeedLinearRegressionTest, LearnsWAndBOfTheLine) {
+  float W = NAN, b = NAN;
+  long long step = -1;
+  int found = 0;
+  for (const auto& line : lines_of(result_->out)) {
+    if (std::sscanf(line.c_str(), "W = %f, b = %f, global_step = %lld", &W, &b, &step) == 3)
+      ++found;
+  }
+  ASSERT_EQ(found, 1) << result_->out;
+  EXPECT_NEAR(W, 3.0f, 0.1f);
+  EXPECT_NEAR(b, 1.0f, 0.1f);
+  EXPECT_EQ(step, 100);
+  EXPECT_TRUE(lines_of(result_->out).back().starts_with("W = "));
+}
+
+TEST_F(SeedLinearRegressionTest, SavesTheModelExactlyOnceInEnd) {
+  int saved = 0;
+  for (const auto& line : lines_of(result_->out)) {
+    if (line.find("Saved the model to") != std::string::npos) {
+      ++saved;
+      EXPECT_EQ(line, "Saved the model to " + model_);
+    }
+  }
+  EXPECT_EQ(saved, 1);
+  EXPECT_TRUE(fs::exists(model_));
+}
+
+TEST_F(SeedLinearRegressionTest, SavedModelLoadsBackIntoAGraph) {
+  th::Graph g;
+  auto W = g.variable("W", at::zeros({1}));
+  auto b = g.variable("b", at::zeros({1}));
+  th::load_variables(g, model_);
+  EXPECT_EQ(g.variable_value(W).sizes(), at::IntArrayRef({1}));
+  EXPECT_EQ(g.variable_value(b).sizes(), at::IntArrayRef({1}));
+  EXPECT_NEAR(g.variable_value(W).item<float>(), 3.0f, 0.1f);
+  EXPECT_NEAR(g.variable_value(b).item<float>(), 1.0f, 0.1f);
+}
+
+TEST_F(SeedLinearRegressionTest, SavedModelLoadsInPythonWithTorchLoad) {
+  const std::string python = "/usr/bin/python3";
+  if (!fs::exists(python) ||
+      run_command(python + " -c 'import torch' 2>/dev/null").exit_code != 0) {
+    GTEST_SKIP() << "python3 with torch is not available; skipping the Python interop check";
+  }
+  const std::string script =
+      "import torch; d=torch.load(" + shell_quoted(model_) + "); print(sorted(d), d['W'].shape)";
+  // The script is wrapped in double quotes for the shell; the path is single-quoted inside it.
+  auto r = run_command(python + " -c \"" + script + "\"");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(r.out, "['W', 'b'] torch.Size([1])\n");
+}
+
+}  // namespace

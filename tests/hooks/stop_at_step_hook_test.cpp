@@ -1,0 +1,160 @@
+#include "trainhooks/hooks/stop_at_step_hook.h"
+
+#include <ATen/ATen.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+
+#include "test_util.h"
+#include "trainhooks/errors.h"
+
+namespace th = trainhooks;
+using ::testing::HasSubstr;
+
+namespace {
+
+class StopAtStepHookTest : public ::testing::Test {
+ protected:
+  // Trains until the session asks to stop (at most `limit` runs); returns the number of runs.
+  int train_until_stop(th::MonitoredSession& sess, int limit = 1000) {
+    int runs = 0;
+    while (!sess.should_stop() && runs < limit) {
+      sess.run(m.train, m.feed());
+      ++runs;
+    }
+    return runs;
+  }
+
+  th::testing::FakeEnv fe;
+  th::testing::TinyModel m;
+};
+
+template <typename Fn>
+std::string invalid_argument_message(Fn&& fn) {
+  try {
+    fn();
+  } catch (const th::InvalidArgument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST_F(StopAtStepHookTest, RejectsBothOrNeitherOfNumStepsAndLastStep) {
+  EXPECT_EQ(
+      invalid_argument_message([] { th::StopAtStepHook({.num_steps = 10, .last_step = 20}); }),
+      "Only one of num_steps or last_step can be specified.");
+  EXPECT_EQ(invalid_argument_message([] { th::StopAtStepHook(th::StopAtStepHookOptions{}); }),
+            "One of num_steps or last_step must be specified.");
+}
+
+TEST_F(StopAtStepHookTest, RequestsStopWhenGlobalStepReachesLastStep) {
+  auto hook = std::make_shared<th::StopAtStepHook>(th::StopAtStepHookOptions{.last_step = 10});
+  auto sess = th::testing::chief_session(m.g, {hook}, fe.env());
+  for (int i = 1; i < 10; ++i) {
+    sess->run(m.train, m.feed());
+    EXPECT_FALSE(sess->should_stop()) << "after run " << i;
+  }
+  // The run that reaches last_step completes and returns its results.
+  auto results = sess->run({m.train, m.loss}, m.feed());
+  EXPECT_TRUE(results.contains(m.loss));
+  EXPECT_TRUE(sess->should_stop());
+  EXPECT_EQ(m.g.global_step_value(), 10);
+  EXPECT_EQ(hook->last_step(), 10);
+  EXPECT_THROW(sess->run(m.train, m.feed()), th::RuntimeError);
+}
+
+TEST_F(StopAtStepHookTest, NumStepsRunsExactlyThatManySteps) {
+  auto hook = std::make_shared<th::StopAtStepHook>(th::StopAtStepHookOptions{.num_steps = 7});
+  auto sess = th::testing::chief_session(m.g, {hook}, fe.env());
+  EXPECT_EQ(train_until_stop(*sess), 7);
+  EXPECT_EQ(m.g.global_step_value(), 7);
+  EXPECT_EQ(hook->last_step(), 7);
+}
+
+TEST_F(StopAtStepHookTest, NumStepsCountsFromTheGlobalStepAtSessionCreation) {
+  // A worker session does not re-initialise: training resumes from global step 5.
+  m.g.set_global_step_value(5);
+  auto hook = std::make_shared<th::StopAtStepHook>(th::StopAtStepHookOptions{.num_steps = 10});
+  EXPECT_FALSE(hook->last_step().has_value());
+  auto sess = th::testing::worker_session(m.g, {hook}, fe.env());
+  EXPECT_EQ(hook->last_step(), 15);
+  EXPECT_EQ(train_until_stop(*sess), 10);
+  EXPECT_EQ(m.g.global_step_value(), 15);
+}
+
+TEST_F(StopAtStepHookTest, LastStepIsAbsoluteWhateverTheStartingGlobalStep) {
+  m.g.set_global_step_value(5);
+  auto hook = std::make_shared<th::StopAtStepHook>(th::StopAtStepHookOptions{.last_step = 10});
+  auto sess = th::testing::worker_session(m.g, {hook}, fe.env());
+  EXPECT_EQ(train_until_stop(*sess), 5);
+  EXPECT_EQ(m.g.global_step_value(), 10);
+}
+
+TEST_F(StopAtStepHookTest, StopsOnTheGlobalStepAfterEachRunWithLastStep) {
+  // As TF's test: the global step is set from outside between runs that do not train.
+  m.g.set_global_step_value(5);
+  auto hook = std::make_shared<th::StopAtStepHook>(th::StopAtStepHookOptions{.last_step = 10});
+  auto sess = th::testing::worker_session(m.g, {hook}, fe.env());
+  sess->run(m.loss, m.feed());
+  EXPECT_FALSE(sess->should_stop());
+  m.g.set_global_step_value(9);
+  sess->run(m.loss, m.feed());
+  EXPECT_FALSE(sess->should_stop());
+  m.g.set_global_step_value(10);
+  sess->run(m.loss, m.feed());
+  EXPECT_TRUE(sess->should_stop());
+}
+
+TEST_F(StopAtStepHookTest, StopsOnTheGlobalStepAfterEachRunWithNumSteps) {
+  m.g.set_global_step_value(5);
+  auto hook = std::make_shared<th::StopAtStepHook>(th::StopAtStepHookOptions{.num_steps = 10});
+  auto sess = th::testing::worker_session(m.g, {hook}, fe.env());
+  sess->run(m.loss, m.feed());
+  EXPECT_FALSE(sess->should_stop());
+  m.g.set_global_step_value(13);
+  sess->run(m.loss, m.feed());
+  EXPECT_FALSE(sess->should_stop());
+  m.g.set_global_step_value(14);
+  sess->run(m.loss, m.feed());
+  EXPECT_FALSE(sess->should_stop());
+  m.g.set_global_step_value(15);
+  sess->run(m.loss, m.feed());
+  EXPECT_TRUE(sess->should_stop());
+}
+
+TEST_F(StopAtStepHookTest, StopsWhenTheGlobalStepJumpsPastTheLastStep) {
+  m.g.set_global_step_value(5);
+  auto hook = std::make_shared<th::StopAtStepHook>(th::StopAtStepHookOptions{.num_steps = 10});
+  auto sess = th::testing::worker_session(m.g, {hook}, fe.env());
+  sess->run(m.loss, m.feed());
+  EXPECT_FALSE(sess->should_stop());
+  m.g.set_global_step_value(15 + 100);
+  sess->run(m.loss, m.feed());
+  EXPECT_TRUE(sess->should_stop());
+}
+
+TEST_F(StopAtStepHookTest, ASessionAlreadyPastLastStepRunsOneStepBeforeStopping) {
+  m.g.set_global_step_value(20);
+  auto hook = std::make_shared<th::StopAtStepHook>(th::StopAtStepHookOptions{.last_step = 10});
+  auto sess = th::testing::worker_session(m.g, {hook}, fe.env());
+  EXPECT_FALSE(sess->should_stop());
+  EXPECT_EQ(train_until_stop(*sess), 1);
+  EXPECT_EQ(m.g.global_step_value(), 21);
+}
+
+TEST_F(StopAtStepHookTest, WithoutAGlobalStepFailsAtSessionCreation) {
+  th::Graph g;
+  auto x = g.placeholder("x", {.dtype = at::kFloat});
+  g.op("y", [=](th::Run& r) { return r[x] + 1; });
+  auto hook = std::make_shared<th::StopAtStepHook>(th::StopAtStepHookOptions{.num_steps = 3});
+  try {
+    th::testing::chief_session(g, {hook}, fe.env());
+    FAIL() << "expected RuntimeError";
+  } catch (const th::RuntimeError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("StopAtStepHook"));
+  }
+}
+
+}  // namespace

@@ -1,0 +1,151 @@
+#include "trainhooks/input.h"
+
+#include <torch/torch.h>
+
+#include <gtest/gtest.h>
+
+#include "trainhooks/data.h"
+#include "trainhooks/errors.h"
+#include "trainhooks/graph.h"
+#include "trainhooks/session.h"
+
+namespace th = trainhooks;
+
+namespace {
+
+std::vector<int64_t> values(const torch::Tensor& t) {
+  auto c = t.to(torch::kLong).contiguous();
+  return std::vector<int64_t>(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
+}
+
+struct InputFixture {
+  th::Graph g;
+  th::InputNodes batch;
+  explicit InputFixture(int64_t n, th::InputOptions options) {
+    auto xs = torch::arange(n);
+    batch = g.input("in", th::tensor_source({xs, xs * 10}, {"x", "y"}), options);
+  }
+};
+
+TEST(InputTest, ComponentsAreNamedAndAdvanceTogetherOncePerRun) {
+  InputFixture f(5, {.batch_size = 2});
+  EXPECT_EQ(f.g.name(f.batch[0]), "in/x");
+  EXPECT_EQ(f.g.name(f.batch[1]), "in/y");
+  th::Session s(f.g);
+  auto r = s.run({f.batch[0], f.batch[1]});
+  EXPECT_EQ(values(r[f.batch[0]]), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(values(r[f.batch[1]]), (std::vector<int64_t>{0, 10}));
+  // A second run pulls the next batch; fetching one component still advances both.
+  EXPECT_EQ(values(s.run(f.batch[1])[f.batch[1]]), (std::vector<int64_t>{20, 30}));
+  EXPECT_EQ(values(s.run(f.batch[0])[f.batch[0]]), (std::vector<int64_t>{4}));
+  EXPECT_EQ(f.g.input_position(f.batch[0]), (th::InputPosition{0, 5}));
+}
+
+TEST(InputTest, EndOfDataRaisesOutOfRangeAndStaysThere) {
+  InputFixture f(3, {.batch_size = 2});
+  th::Session s(f.g);
+  s.run(f.batch[0]);
+  s.run(f.batch[0]);
+  EXPECT_THROW(s.run(f.batch[0]), th::OutOfRangeError);
+  try {
+    s.run(f.batch[0]);
+    FAIL();
+  } catch (const th::OutOfRangeError& e) {
+    EXPECT_EQ(std::string(e.what()), "End of input 'in' after 1 epoch(s) [while evaluating in/x]");
+  }
+}
+
+TEST(InputTest, DropLastAndEpochs) {
+  InputFixture f(5, {.batch_size = 2, .num_epochs = 2, .drop_last = true});
+  th::Session s(f.g);
+  std::vector<int64_t> seen;
+  for (int i = 0; i < 4; ++i) {
+    auto v = values(s.run(f.batch[0])[f.batch[0]]);
+    EXPECT_EQ(v.size(), 2u);
+    seen.insert(seen.end(), v.begin(), v.end());
+  }
+  EXPECT_EQ(seen, (std::vector<int64_t>{0, 1, 2, 3, 0, 1, 2, 3}));
+  EXPECT_THROW(s.run(f.batch[0]), th::OutOfRangeError);
+}
+
+TEST(InputTest, ShuffleIsAPermutationPerEpochReproducibleFromSeed) {
+  auto epoch_orders = [](uint64_t seed) {
+    InputFixture f(10, {.batch_size = 10, .shuffle = true, .seed = seed, .num_epochs = 2});
+    th::Session s(f.g);
+    auto a = values(s.run(f.batch[0])[f.batch[0]]);
+    auto b = values(s.run(f.batch[0])[f.batch[0]]);
+    return std::make_pair(a, b);
+  };
+  auto [a1, b1] = epoch_orders(7);
+  auto [a2, b2] = epoch_orders(7);
+  auto [a3, b3] = epoch_orders(8);
+  EXPECT_EQ(a1, a2);
+  EXPECT_EQ(b1, b2);
+  EXPECT_NE(a1, b1);  // a new order each epoch
+  EXPECT_NE(a1, a3);
+  auto sorted = a1;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(sorted, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+}
+
+TEST(InputTest, RestoredPositionContinuesTheSameOrder) {
+  th::InputOptions o{.batch_size = 3, .shuffle = true, .seed = 3, .num_epochs = 0};
+  InputFixture straight(10, o);
+  th::Session s1(straight.g);
+  std::vector<std::vector<int64_t>> expected;
+  for (int i = 0; i < 8; ++i) expected.push_back(values(s1.run(straight.batch[0])[straight.batch[0]]));
+
+  InputFixture first(10, o);
+  th::Session s2(first.g);
+  for (int i = 0; i < 5; ++i) s2.run(first.batch[0]);
+  auto pos = first.g.input_position(first.batch[0]);
+  EXPECT_EQ(pos, (th::InputPosition{1, 3}));  // 4 batches of epoch 0 (3+3+3+1), then 1 of epoch 1
+
+  InputFixture resumed(10, o);
+  resumed.g.set_input_position(resumed.batch[1], pos);
+  th::Session s3(resumed.g);
+  for (int i = 5; i < 8; ++i) EXPECT_EQ(values(s3.run(resumed.batch[0])[resumed.batch[0]]), expected[i]);
+}
+
+TEST(InputTest, ShardsSplitEachEpoch) {
+  auto shard = [](int64_t index) {
+    InputFixture f(7, {.batch_size = 10, .num_shards = 2, .shard_index = index});
+    th::Session s(f.g);
+    return values(s.run(f.batch[0])[f.batch[0]]);
+  };
+  EXPECT_EQ(shard(0), (std::vector<int64_t>{0, 2, 4, 6}));
+  EXPECT_EQ(shard(1), (std::vector<int64_t>{1, 3, 5}));
+}
+
+TEST(InputTest, BadOptionsAndSourcesAreRejected) {
+  th::Graph g;
+  auto src = th::tensor_source({torch::arange(4)}, {"x"});
+  EXPECT_THROW(g.input("a", src, {.batch_size = 0}), th::InvalidArgument);
+  EXPECT_THROW(g.input("a", src, {.num_shards = 2, .shard_index = 2}), th::InvalidArgument);
+  EXPECT_THROW(g.input("a", nullptr), th::InvalidArgument);
+  EXPECT_THROW(th::tensor_source({torch::arange(4), torch::arange(3)}, {"x", "y"}), th::InvalidArgument);
+  EXPECT_THROW(th::tensor_source({torch::arange(4)}, {"x", "y"}), th::InvalidArgument);
+  auto in = g.input("a", src);
+  EXPECT_THROW(g.set_input_position(in[0], {-1, 0}), th::InvalidArgument);
+}
+
+// A torch::data dataset, as users write them.
+struct Squares : torch::data::datasets::Dataset<Squares> {
+  torch::data::Example<> get(size_t i) override {
+    return {torch::tensor({static_cast<float>(i)}), torch::tensor(static_cast<int64_t>(i * i))};
+  }
+  torch::optional<size_t> size() const override { return 6; }
+};
+
+TEST(InputTest, TorchDatasetAdapterStacksExamples) {
+  th::Graph g;
+  auto batch = g.input("sq", th::dataset_source(Squares()), {.batch_size = 4});
+  EXPECT_EQ(g.name(batch.data()), "sq/data");
+  EXPECT_EQ(g.name(batch.target()), "sq/target");
+  th::Session s(g);
+  auto r = s.run({batch.data(), batch.target()});
+  EXPECT_EQ(r[batch.data()].sizes(), (std::vector<int64_t>{4, 1}));
+  EXPECT_EQ(values(r[batch.target()]), (std::vector<int64_t>{0, 1, 4, 9}));
+}
+
+}  // namespace

@@ -1,0 +1,376 @@
+#include "trainhooks/monitored_session.h"
+
+#include <torch/torch.h>
+
+#include <gtest/gtest.h>
+
+#include "test_util.h"
+#include "trainhooks/errors.h"
+#include "trainhooks/hooks/stop_at_step_hook.h"
+#include "trainhooks/optimizers.h"
+
+namespace th = trainhooks;
+
+namespace {
+
+template <typename Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+// Records every call it receives, in a log shared by all hooks of a test.
+struct RecordingHook : th::SessionRunHook {
+  std::string name;
+  std::vector<std::string>* calls;
+  th::SessionRunArgs args;
+  std::function<void(th::SessionRunContext&)> on_after_run;
+  std::vector<th::RunResults> seen;
+  RecordingHook(std::string n, std::vector<std::string>* c) : name(std::move(n)), calls(c) {}
+  void begin() override { calls->push_back(name + ".begin"); }
+  void after_create_session(th::Session&, th::Coordinator&) override { calls->push_back(name + ".after_create_session"); }
+  th::SessionRunArgs before_run(th::SessionRunContext&) override {
+    calls->push_back(name + ".before_run");
+    return args;
+  }
+  void after_run(th::SessionRunContext& ctx, const th::SessionRunValues& v) override {
+    calls->push_back(name + ".after_run");
+    seen.push_back(v.results);
+    if (on_after_run) on_after_run(ctx);
+  }
+  void end(th::Session&) override { calls->push_back(name + ".end"); }
+};
+
+struct Model {
+  th::Graph g;
+  th::Node x, w, loss, train;
+  Model() {
+    x = g.placeholder("x", {.dtype = torch::kFloat});
+    w = g.variable("w", torch::tensor({1.0f}));
+    loss = g.op("loss", [this](th::Run& r) { return (r[w] * r[x]).square().sum(); });
+    train = g.minimize("train", loss, th::sgd(0.01));
+  }
+  th::Feeds feeds() { return {{x, torch::tensor({2.0f})}}; }
+};
+
+std::unique_ptr<th::SessionCreator> chief(th::Graph& g, const th::Env& env = {}) {
+  return std::make_unique<th::ChiefSessionCreator>(g, th::SessionCreatorOptions{env});
+}
+
+TEST(MonitoredSessionTest, CallsHooksInTfOrder) {
+  Model m;
+  std::vector<std::string> calls;
+  auto a = std::make_shared<RecordingHook>("a", &calls);
+  auto b = std::make_shared<RecordingHook>("b", &calls);
+  {
+    th::MonitoredSession sess(chief(m.g), {a, b});
+    EXPECT_TRUE(m.g.finalized());
+    sess.run(m.train, m.feeds());
+  }
+  EXPECT_EQ(calls, (std::vector<std::string>{"a.begin", "b.begin", "a.after_create_session", "b.after_create_session",
+                                             "a.before_run", "b.before_run", "a.after_run", "b.after_run", "a.end",
+                                             "b.end"}));
+}
+
+TEST(MonitoredSessionTest, HookFetchesAreMergedWithTheCallersAndSplitBack) {
+  Model m;
+  std::vector<std::string> calls;
+  auto a = std::make_shared<RecordingHook>("a", &calls);
+  auto b = std::make_shared<RecordingHook>("b", &calls);
+  a->args.fetches = {m.loss};
+  b->args.fetches = {m.w, "global_step"};
+  th::MonitoredSession sess(chief(m.g), {a, b});
+  auto r = sess.run(m.train, m.feeds());
+  EXPECT_EQ(r.size(), 1u);
+  ASSERT_EQ(a->seen.size(), 1u);
+  // The hook's loss is the very value the train op used: (1 * 2)^2 = 4.
+  EXPECT_FLOAT_EQ(a->seen[0][m.loss].item<float>(), 4.0f);
+  EXPECT_EQ(a->seen[0].size(), 1u);
+  // A hook fetching a variable sees it after the step: w = 1 - 0.01 * 2 * w * x^2 = 0.92.
+  EXPECT_FLOAT_EQ(b->seen[0][m.w].item<float>(), 0.92f);
+  EXPECT_EQ(b->seen[0]["global_step"].item<int64_t>(), 1);
+}
+
+TEST(MonitoredSessionTest, HookFeedsReachTheRunAndConflictsAreErrors) {
+  Model m;
+  std::vector<std::string> calls;
+  auto a = std::make_shared<RecordingHook>("a", &calls);
+  a->args.feeds = {{m.x, torch::tensor({3.0f})}};
+  a->args.fetches = {m.loss};
+  {
+    th::MonitoredSession sess(chief(m.g), {a});
+    sess.run(m.w);
+    EXPECT_FLOAT_EQ(a->seen[0][m.loss].item<float>(), 9.0f);
+    EXPECT_EQ(error_of([&] { sess.run(m.w, m.feeds()); }),
+              "Same tensor is fed by a SessionRunHook and user. Conflict(s): [x]");
+  }
+  Model m2;
+  auto p = std::make_shared<RecordingHook>("p", &calls);
+  auto q = std::make_shared<RecordingHook>("q", &calls);
+  p->args.feeds = {{m2.x, torch::tensor({3.0f})}};
+  q->args.feeds = {{"x", torch::tensor({4.0f})}};
+  th::MonitoredSession sess2(chief(m2.g), {p, q});
+  EXPECT_THROW(sess2.run(m2.loss), th::RuntimeError);
+  EXPECT_EQ(error_of([&] { sess2.run(m2.loss); }), "Same tensor is fed by two hooks. Conflict(s): [x]");
+}
+
+TEST(MonitoredSessionTest, RunOptionsFromHooksAreMerged) {
+  Model m;
+  struct OptionsHook : th::SessionRunHook {
+    th::RunOptions::TraceLevel level;
+    th::SessionRunValues last;
+    explicit OptionsHook(th::RunOptions::TraceLevel l) : level(l) {}
+    th::SessionRunArgs before_run(th::SessionRunContext&) override { return {.options = {.trace_level = level, .timeout_in_ms = 100}}; }
+    void after_run(th::SessionRunContext&, const th::SessionRunValues& v) override { last = v; }
+  };
+  auto a = std::make_shared<OptionsHook>(th::RunOptions::FULL_TRACE);
+  auto b = std::make_shared<OptionsHook>(th::RunOptions::NO_TRACE);
+  th::MonitoredSession sess(chief(m.g), {a, b});
+  sess.run(m.loss, m.feeds(), {.timeout_in_ms = 60000});
+  EXPECT_EQ(b->last.options.trace_level, th::RunOptions::FULL_TRACE);
+  EXPECT_EQ(b->last.options.timeout_in_ms, 60000);
+  ASSERT_EQ(b->last.run_metadata.step_stats.size(), 1u);
+  EXPECT_EQ(b->last.run_metadata.step_stats[0].name, "loss");
+}
+
+TEST(MonitoredSessionTest, RequestStopEndsAfterTheCurrentRunWhoseResultsAreReturned) {
+  Model m;
+  std::vector<std::string> calls;
+  auto a = std::make_shared<RecordingHook>("a", &calls);
+  int runs = 0;
+  a->on_after_run = [&](th::SessionRunContext& ctx) {
+    if (++runs == 3) ctx.request_stop();
+  };
+  th::MonitoredSession sess(chief(m.g), {a});
+  int loops = 0;
+  while (!sess.should_stop()) {
+    auto r = sess.run({m.train, m.loss}, m.feeds());
+    EXPECT_TRUE(r[m.loss].defined());
+    ++loops;
+  }
+  EXPECT_EQ(loops, 3);
+  EXPECT_EQ(m.g.global_step_value(), 3);
+  EXPECT_THROW(sess.run(m.train, m.feeds()), th::RuntimeError);
+  EXPECT_EQ(error_of([&] { sess.run(m.train, m.feeds()); }), "Run called even after should_stop requested.");
+}
+
+TEST(MonitoredSessionTest, ChiefInitializesAndWorkerKeepsState) {
+  Model m;
+  {
+    th::Session raw(m.g);
+    raw.run(m.train, m.feeds());
+  }
+  EXPECT_EQ(m.g.global_step_value(), 1);
+  {
+    th::MonitoredSession worker(std::make_unique<th::WorkerSessionCreator>(m.g));
+    EXPECT_EQ(m.g.global_step_value(), 1);
+  }
+  th::MonitoredSession chief_sess(chief(m.g));
+  EXPECT_EQ(m.g.global_step_value(), 0);
+  EXPECT_FLOAT_EQ(m.g.variable_value(m.w).item<float>(), 1.0f);
+}
+
+TEST(MonitoredSessionTest, EndOfInputStopsCleanly) {
+  th::Graph g;
+  auto batch = g.input("in", th::tensor_source({torch::arange(5).to(torch::kFloat)}, {"x"}), {.batch_size = 2});
+  auto w = g.variable("w", torch::tensor({1.0f}));
+  auto loss = g.op("loss", [=](th::Run& r) { return (r[batch[0]] * r[w]).sum(); });
+  auto train = g.minimize("train", loss, th::sgd(0.01));
+  th::testing::FakeEnv fake;
+  std::vector<std::string> calls;
+  auto hook = std::make_shared<RecordingHook>("h", &calls);
+  th::MonitoredSession sess(chief(g, fake.env()), {hook}, {.env = fake.env()});
+  int runs = 0;
+  th::RunResults last;
+  while (!sess.should_stop()) {
+    last = sess.run({train, loss});
+    ++runs;
+  }
+  EXPECT_EQ(runs, 4);  // batches of 2, 2, 1, then the end of input
+  EXPECT_EQ(g.global_step_value(), 3);
+  EXPECT_TRUE(last.end_of_input());
+  EXPECT_THROW(last[loss], th::OutOfRangeError);
+  EXPECT_EQ(fake.log->messages(th::LogLevel::kInfo),
+            (std::vector<std::string>{"Reached the end of input; stopping: End of input 'in' after 1 epoch(s) "
+                                      "[while evaluating train <- loss <- in/x]"}));
+  sess.close();
+  EXPECT_EQ(calls.back(), "h.end");  // a clean stop runs end()
+  EXPECT_EQ(std::count(calls.begin(), calls.end(), "h.after_run"), 3);
+}
+
+TEST(MonitoredSessionTest, RunStepFnUsesTheRawSessionWithoutHooks) {
+  Model m;
+  std::vector<std::string> calls;
+  auto a = std::make_shared<RecordingHook>("a", &calls);
+  th::MonitoredSession sess(chief(m.g), {a});
+  calls.clear();
+  float v = sess.run_step_fn([&](th::StepContext& ctx) {
+    return ctx.session().run(m.loss, m.feeds())[m.loss].item<float>();
+  });
+  EXPECT_FLOAT_EQ(v, 4.0f);
+  EXPECT_TRUE(calls.empty());
+  sess.run_step_fn([&](th::StepContext& ctx) { ctx.run_with_hooks(m.train, m.feeds()); });
+  EXPECT_EQ(calls, (std::vector<std::string>{"a.before_run", "a.after_run"}));
+  EXPECT_FALSE(sess.should_stop());
+  sess.run_step_fn([&](th::StepContext& ctx) { ctx.request_stop(); });
+  EXPECT_TRUE(sess.should_stop());
+  EXPECT_THROW(sess.run_step_fn([](th::StepContext&) {}), th::RuntimeError);
+}
+
+TEST(MonitoredSessionTest, CloseIsIdempotentAndRunsEndOnce) {
+  Model m;
+  std::vector<std::string> calls;
+  auto a = std::make_shared<RecordingHook>("a", &calls);
+  th::MonitoredSession sess(chief(m.g), {a});
+  sess.close();
+  sess.close();
+  EXPECT_EQ(std::count(calls.begin(), calls.end(), "a.end"), 1);
+  EXPECT_TRUE(sess.closed());
+  EXPECT_TRUE(sess.should_stop());
+  EXPECT_EQ(error_of([&] { sess.run(m.loss, m.feeds()); }), "Attempted to use a closed MonitoredSession.");
+}
+
+TEST(MonitoredSessionTest, EndIsSkippedWhileAnExceptionUnwinds) {
+  Model m;
+  std::vector<std::string> calls;
+  auto a = std::make_shared<RecordingHook>("a", &calls);
+  try {
+    th::MonitoredSession sess(chief(m.g), {a});
+    sess.run(m.loss);  // x not fed
+  } catch (const th::InvalidArgument&) {
+  }
+  EXPECT_EQ(std::count(calls.begin(), calls.end(), "a.end"), 0);
+}
+
+TEST(MonitoredSessionTest, AbortedRunRecreatesTheSessionAndRetries) {
+  th::testing::FakeEnv fake;
+  th::Graph g;
+  int attempts = 0;
+  auto flaky = g.op("flaky", [&](th::Run&) {
+    if (++attempts == 1) throw th::AbortedError("worker 1 was preempted");
+    return torch::ones({1});
+  });
+  std::vector<std::string> calls;
+  auto a = std::make_shared<RecordingHook>("a", &calls);
+  th::MonitoredSession sess(chief(g, fake.env()), {a}, {.env = fake.env()});
+  auto r = sess.run(flaky);
+  EXPECT_FLOAT_EQ(r[flaky].item<float>(), 1.0f);
+  EXPECT_EQ(attempts, 2);
+  EXPECT_EQ(std::count(calls.begin(), calls.end(), "a.after_create_session"), 2);
+  EXPECT_EQ(std::count(calls.begin(), calls.end(), "a.before_run"), 2);
+  EXPECT_EQ(std::count(calls.begin(), calls.end(), "a.after_run"), 1);
+  EXPECT_EQ(fake.log->messages(th::LogLevel::kInfo),
+            (std::vector<std::string>{
+                "An error was raised. This may be due to a preemption in a connected worker or parameter server. "
+                "The current session will be closed and a new session will be created. Error: worker 1 was "
+                "preempted [while evaluating flaky]"}));
+}
+
+TEST(MonitoredSessionTest, UnavailableIsRecoveredAndOtherErrorsPropagate) {
+  th::Graph g;
+  int attempts = 0;
+  auto flaky = g.op("flaky", [&](th::Run&) {
+    if (++attempts == 1) throw th::UnavailableError("connection reset");
+    return torch::ones({1});
+  });
+  auto broken = g.op("broken", [](th::Run&) -> torch::Tensor { throw th::InternalError("bug"); });
+  th::testing::FakeEnv fake;
+  th::MonitoredSession sess(chief(g, fake.env()), {}, {.env = fake.env()});
+  EXPECT_NO_THROW(sess.run(flaky));
+  EXPECT_THROW(sess.run(broken), th::InternalError);
+}
+
+TEST(MonitoredSessionTest, CoordinatorStopEndsTrainingAndItsErrorIsRaisedByClose) {
+  Model m;
+  th::MonitoredSession sess(chief(m.g), {}, {.stop_grace_period_secs = 5});
+  sess.coordinator().start_thread("failing", [] { throw th::DataLossError("disk gone"); });
+  sess.coordinator().wait_for_stop(10);
+  EXPECT_TRUE(sess.should_stop());
+  EXPECT_THROW(sess.close(), th::DataLossError);
+}
+
+TEST(MonitoredSessionTest, NullHookAndCreatorAreRejected) {
+  Model m;
+  EXPECT_EQ(error_of([&] { th::MonitoredSession s(chief(m.g), {nullptr}); }), "MonitoredSession: hooks[0] is null");
+  EXPECT_THROW(th::MonitoredSession(nullptr), th::InvalidArgument);
+}
+
+TEST(SingularMonitoredSessionTest, RawSessionRunsWithoutHooks) {
+  Model m;
+  std::vector<std::string> calls;
+  auto a = std::make_shared<RecordingHook>("a", &calls);
+  th::SingularMonitoredSession sess(m.g, {a});
+  calls.clear();
+  sess.raw_session().run(m.train, m.feeds());
+  EXPECT_TRUE(calls.empty());
+  EXPECT_EQ(m.g.global_step_value(), 1);
+}
+
+TEST(MonitoredTrainingSessionTest, ChiefAddsTheStepCounterWithTfLogLine) {
+  th::testing::FakeEnv fake;
+  Model m;
+  th::MonitoredTrainingSession sess(m.g, {.log_step_count_steps = 10, .env = fake.env()});
+  ASSERT_EQ(sess.hooks().size(), 1u);
+  for (int i = 0; i < 21; ++i) {
+    fake.clock->advance(0.5);
+    sess.run(m.train, m.feeds());
+  }
+  // Baseline at step 1, then every 10 steps: 10 steps in 5 fake seconds.
+  EXPECT_EQ(fake.log->messages(th::LogLevel::kInfo),
+            (std::vector<std::string>{"global_step/sec: 2", "global_step/sec: 2"}));
+}
+
+TEST(MonitoredTrainingSessionTest, HookOrderIsChiefOnlyThenDefaultsThenUserHooks) {
+  Model m;
+  std::vector<std::string> calls;
+  auto user = std::make_shared<RecordingHook>("user", &calls);
+  auto chief_only = std::make_shared<RecordingHook>("chief", &calls);
+  th::MonitoredTrainingSession sess(m.g, {.hooks = {user}, .chief_only_hooks = {chief_only}});
+  ASSERT_EQ(sess.hooks().size(), 3u);
+  EXPECT_EQ(sess.hooks()[0], chief_only);
+  EXPECT_EQ(sess.hooks()[2], user);
+}
+
+TEST(MonitoredTrainingSessionTest, WorkerRunsOnlyUserHooks) {
+  Model m;
+  std::vector<std::string> calls;
+  auto user = std::make_shared<RecordingHook>("user", &calls);
+  auto chief_only = std::make_shared<RecordingHook>("chief", &calls);
+  th::MonitoredTrainingSession sess(m.g, {.is_chief = false, .hooks = {user}, .chief_only_hooks = {chief_only}});
+  ASSERT_EQ(sess.hooks().size(), 1u);
+  EXPECT_EQ(sess.hooks()[0], user);
+}
+
+TEST(MonitoredTrainingSessionTest, StopAtStepHookEndsTheSeedLoop) {
+  Model m;
+  auto stop = std::make_shared<th::StopAtStepHook>(th::StopAtStepHookOptions{.num_steps = 7});
+  th::MonitoredTrainingSession sess(m.g, {.hooks = {stop}, .log_step_count_steps = 0});
+  int runs = 0;
+  while (!sess.should_stop()) {
+    sess.run(m.train, m.feeds());
+    ++runs;
+  }
+  EXPECT_EQ(runs, 7);
+  EXPECT_EQ(m.g.global_step_value(), 7);
+}
+
+TEST(MonitoredTrainingSessionTest, OptionErrorsAreClear) {
+  Model m;
+  EXPECT_EQ(error_of([&] { th::MonitoredTrainingSession s(m.g, {.save_checkpoint_secs = 10, .save_checkpoint_steps = 10}); }),
+            "Can not provide both save_checkpoint_secs and save_checkpoint_steps.");
+  EXPECT_EQ(error_of([&] { th::MonitoredTrainingSession s(m.g, {.save_summaries_steps = 10, .save_summaries_secs = 10}); }),
+            "Can not provide both save_summaries_secs and save_summaries_steps.");
+  EXPECT_EQ(error_of([&] { th::MonitoredTrainingSession s(m.g, {.log_step_count_steps = -1}); }),
+            "Invalid log_step_count_steps: -1");
+  EXPECT_THROW(th::MonitoredTrainingSession(m.g, {.checkpoint_dir = "/tmp/ckpt"}), th::UnimplementedError);
+  EXPECT_THROW(th::MonitoredTrainingSession(m.g, {.summary_dir = "/tmp/sum"}), th::UnimplementedError);
+  EXPECT_EQ(error_of([&] { th::MonitoredTrainingSession s(m.g, {.save_checkpoint_steps = 10}); }),
+            "MonitoredTrainingSession: checkpoint options were given without checkpoint_dir");
+  EXPECT_FALSE(m.g.finalized());  // nothing was built
+}
+
+}  // namespace

@@ -1,0 +1,139 @@
+#include "trainhooks/timer.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "trainhooks/env.h"
+#include "trainhooks/errors.h"
+
+namespace th = trainhooks;
+
+namespace {
+
+// The message of the InvalidArgument thrown by `fn`, or "" if it throws nothing.
+template <typename Fn>
+std::string invalid_argument_message(Fn&& fn) {
+  try {
+    fn();
+  } catch (const th::InvalidArgument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(SecondOrStepTimerTest, RaisesWhenBothSecsAndStepsAreGiven) {
+  EXPECT_EQ(invalid_argument_message(
+                [] { th::SecondOrStepTimer({.every_secs = 2.0, .every_steps = 10}); }),
+            "Can not provide both every_secs and every_steps.");
+}
+
+TEST(SecondOrStepTimerTest, RaisesWhenNeitherSecsNorStepsIsGiven) {
+  EXPECT_EQ(invalid_argument_message([] { th::SecondOrStepTimer(th::TimerOptions{}); }),
+            "Either every_secs or every_steps should be provided.");
+}
+
+TEST(SecondOrStepTimerTest, RejectsNegativeIntervals) {
+  EXPECT_EQ(invalid_argument_message([] { th::SecondOrStepTimer({.every_secs = -1.0}); }),
+            "Invalid every_secs: -1");
+  EXPECT_EQ(invalid_argument_message([] { th::SecondOrStepTimer({.every_steps = -3}); }),
+            "Invalid every_steps: -3");
+}
+
+TEST(SecondOrStepTimerTest, EveryStepsTriggersFirstThenAfterEveryStepsSteps) {
+  th::SecondOrStepTimer timer({.every_steps = 3}, std::make_shared<th::FakeClock>());
+  EXPECT_TRUE(timer.should_trigger_for_step(1));
+  timer.update_last_triggered_step(1);
+  EXPECT_FALSE(timer.should_trigger_for_step(1));
+  EXPECT_FALSE(timer.should_trigger_for_step(2));
+  EXPECT_FALSE(timer.should_trigger_for_step(3));
+  EXPECT_TRUE(timer.should_trigger_for_step(4));
+  EXPECT_TRUE(timer.should_trigger_for_step(100));
+}
+
+TEST(SecondOrStepTimerTest, EverySecsTriggersFirstThenOnceTheSecondsHavePassed) {
+  auto clock = std::make_shared<th::FakeClock>();
+  th::SecondOrStepTimer timer({.every_secs = 1.0}, clock);
+  EXPECT_TRUE(timer.should_trigger_for_step(1));
+  timer.update_last_triggered_step(1);
+  EXPECT_FALSE(timer.should_trigger_for_step(1));
+  EXPECT_FALSE(timer.should_trigger_for_step(2));
+
+  clock->advance(0.5);
+  EXPECT_FALSE(timer.should_trigger_for_step(2));
+  clock->advance(0.5);                             // exactly every_secs since the trigger
+  EXPECT_FALSE(timer.should_trigger_for_step(1));  // never twice for the same step
+  EXPECT_TRUE(timer.should_trigger_for_step(2));
+}
+
+TEST(SecondOrStepTimerTest, EverySecsIgnoresTheNumberOfSteps) {
+  auto clock = std::make_shared<th::FakeClock>();
+  th::SecondOrStepTimer timer({.every_secs = 10.0}, clock);
+  timer.update_last_triggered_step(0);
+  EXPECT_FALSE(timer.should_trigger_for_step(1000000));
+}
+
+TEST(SecondOrStepTimerTest, NeverTriggersTwiceForTheSameStep) {
+  auto clock = std::make_shared<th::FakeClock>();
+  th::SecondOrStepTimer by_steps({.every_steps = 0}, clock);
+  th::SecondOrStepTimer by_secs({.every_secs = 0.0}, clock);
+  by_steps.update_last_triggered_step(7);
+  by_secs.update_last_triggered_step(7);
+  clock->advance(100);
+  EXPECT_FALSE(by_steps.should_trigger_for_step(7));
+  EXPECT_FALSE(by_secs.should_trigger_for_step(7));
+  EXPECT_TRUE(by_steps.should_trigger_for_step(8));
+  EXPECT_TRUE(by_secs.should_trigger_for_step(8));
+}
+
+TEST(SecondOrStepTimerTest, UpdateReturnsTheElapsedSecondsAndSteps) {
+  auto clock = std::make_shared<th::FakeClock>();
+  th::SecondOrStepTimer timer({.every_steps = 1}, clock);
+
+  EXPECT_FALSE(timer.update_last_triggered_step(1).has_value());
+
+  clock->advance(0.5);
+  auto elapsed = timer.update_last_triggered_step(5);
+  ASSERT_TRUE(elapsed.has_value());
+  EXPECT_EQ(elapsed->seconds, 0.5);
+  EXPECT_EQ(elapsed->steps, 4);
+
+  clock->advance(0.25);
+  elapsed = timer.update_last_triggered_step(7);
+  ASSERT_TRUE(elapsed.has_value());
+  EXPECT_EQ(elapsed->seconds, 0.25);
+  EXPECT_EQ(elapsed->steps, 2);
+}
+
+TEST(SecondOrStepTimerTest, LastTriggeredStepIsUnsetUntilTheFirstUpdate) {
+  th::SecondOrStepTimer timer({.every_steps = 5}, std::make_shared<th::FakeClock>());
+  EXPECT_FALSE(timer.last_triggered_step().has_value());
+  timer.update_last_triggered_step(3);
+  EXPECT_EQ(timer.last_triggered_step(), 3);
+}
+
+TEST(SecondOrStepTimerTest, ResetMakesTheNextStepTriggerLikeTheFirst) {
+  auto clock = std::make_shared<th::FakeClock>();
+  th::SecondOrStepTimer timer({.every_steps = 10}, clock);
+  timer.update_last_triggered_step(1);
+  EXPECT_FALSE(timer.should_trigger_for_step(2));
+  timer.reset();
+  EXPECT_FALSE(timer.last_triggered_step().has_value());
+  EXPECT_TRUE(timer.should_trigger_for_step(2));
+  clock->advance(3);
+  EXPECT_FALSE(timer.update_last_triggered_step(2).has_value());
+}
+
+TEST(SecondOrStepTimerTest, SetClockSwitchesTheTimeSource) {
+  auto first = std::make_shared<th::FakeClock>();
+  auto second = std::make_shared<th::FakeClock>();
+  th::SecondOrStepTimer timer({.every_secs = 1.0}, first);
+  timer.set_clock(second);
+  timer.update_last_triggered_step(1);
+  first->advance(5);
+  EXPECT_FALSE(timer.should_trigger_for_step(2));
+  second->advance(1);
+  EXPECT_TRUE(timer.should_trigger_for_step(2));
+}
+
+}  // namespace
