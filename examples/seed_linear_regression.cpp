@@ -2,7 +2,10 @@
 // MonitoredTrainingSession(hooks = {MyHook}), where MyHook fetches the loss every step, records
 // and prints it, and saves the model in end().
 //
-//   seed_linear_regression [--steps N] [--model PATH]
+// With --logdir it also writes TensorBoard summaries there: the loss and W every 10 steps, and
+// the chief's global_step/sec.
+//
+//   seed_linear_regression [--steps N] [--model PATH] [--logdir DIR]
 #include <torch/torch.h>
 
 #include <trainhooks/trainhooks.h>
@@ -38,10 +41,12 @@ struct MyHook : th::SessionRunHook {
 int main(int argc, char** argv) {
   int steps = 100;
   std::string model_path = "model.pt";
+  std::string logdir;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
     if (flag == "--steps") steps = std::atoi(argv[i + 1]);
     else if (flag == "--model") model_path = argv[i + 1];
+    else if (flag == "--logdir") logdir = argv[i + 1];
     else {
       std::cerr << "unknown flag " << flag << "\n";
       return 2;
@@ -61,10 +66,18 @@ int main(int argc, char** argv) {
   auto y_pred = g.op("y_pred", [=](th::Run& r) { return r[x] * r[W] + r[b]; });
   auto loss = g.op("loss", [=](th::Run& r) { return (r[y_pred] - r[y]).square().mean(); });
   auto train_op = g.minimize("train", loss, th::sgd(0.1));  // also increments global_step
+  th::summary::scalar(g, "loss", loss);
+  th::summary::scalar(g, "W", W);
+  th::summary::scalar(g, "b", b);
 
   auto hook = std::make_shared<MyHook>(loss, model_path);
   {
-    th::MonitoredTrainingSession sess(g, {.hooks = {hook}, .log_step_count_steps = 10});
+    th::MonitoredTrainingSessionOptions options{.hooks = {hook}, .log_step_count_steps = 10};
+    if (!logdir.empty()) {
+      options.save_summaries_steps = 10;
+      options.summary_dir = logdir;
+    }
+    th::MonitoredTrainingSession sess(g, options);
     for (int i = 0; i < steps && !sess.should_stop(); ++i) sess.run(train_op, {{x, xs}, {y, ys}});
   }  // leaving scope closes the session: hooks' end() runs on a clean exit only
 

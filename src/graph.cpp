@@ -318,6 +318,26 @@ void Graph::initialize() {
   }
 }
 
+void Graph::register_state(std::string key, StateProvider* provider) {
+  if (key.empty()) throw InvalidArgument("register_state: key must not be empty");
+  if (!provider) throw InvalidArgument(fmt::format("register_state '{}': provider is null", key));
+  if (state_->state_providers.count(key)) {
+    throw AlreadyExistsError(fmt::format("register_state: state '{}' is already registered", key));
+  }
+  state_->state_providers.emplace(std::move(key), provider);
+}
+
+void Graph::unregister_state(std::string_view key) {
+  auto it = state_->state_providers.find(key);
+  if (it != state_->state_providers.end()) state_->state_providers.erase(it);
+}
+
+std::vector<std::pair<std::string, StateProvider*>> Graph::state_providers() const {
+  return {state_->state_providers.begin(), state_->state_providers.end()};
+}
+
+std::shared_ptr<void>& Graph::extension_slot(std::type_index type) { return state_->extensions[type]; }
+
 void Graph::finalize() { state_->finalized = true; }
 bool Graph::finalized() const { return state_->finalized; }
 

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <typeindex>
 #include <vector>
 
 #include "trainhooks/graph.h"
@@ -59,6 +60,8 @@ struct GraphState {
   std::vector<InputGroup> inputs;
   std::vector<TrainOp> train_ops;
   std::vector<std::shared_ptr<torch::nn::Module>> modules;
+  std::map<std::string, StateProvider*, std::less<>> state_providers;
+  std::map<std::type_index, std::shared_ptr<void>> extensions;
   // Incremented at the start of every run of any session on this graph.
   uint64_t run_serial = 0;
 };

@@ -4,6 +4,7 @@
 
 #include "trainhooks/errors.h"
 #include "trainhooks/hooks/step_counter_hook.h"
+#include "trainhooks/hooks/summary_saver_hook.h"
 
 namespace trainhooks {
 
@@ -274,16 +275,17 @@ const MonitoredTrainingSessionOptions& validate(const MonitoredTrainingSessionOp
         "MonitoredTrainingSession: checkpoint_dir '{}' was given, but checkpoint saving and restoring "
         "is not available in this version of trainhooks", o.checkpoint_dir));
   }
-  if (!o.summary_dir.empty()) {
-    throw UnimplementedError(fmt::format(
-        "MonitoredTrainingSession: summary_dir '{}' was given, but summary writing is not available in "
-        "this version of trainhooks", o.summary_dir));
-  }
   if (o.save_checkpoint_secs || o.save_checkpoint_steps || o.max_to_keep || o.keep_checkpoint_every_n_hours) {
     throw InvalidArgument("MonitoredTrainingSession: checkpoint options were given without checkpoint_dir");
   }
-  if (o.save_summaries_secs || o.save_summaries_steps) {
+  if ((o.save_summaries_secs || o.save_summaries_steps) && o.summary_dir.empty() && o.checkpoint_dir.empty()) {
     throw InvalidArgument("MonitoredTrainingSession: summary options were given without summary_dir or checkpoint_dir");
+  }
+  if (o.save_summaries_steps && *o.save_summaries_steps < 0) {
+    throw InvalidArgument(fmt::format("Invalid save_summaries_steps: {}", *o.save_summaries_steps));
+  }
+  if (o.save_summaries_secs && *o.save_summaries_secs < 0) {
+    throw InvalidArgument(fmt::format("Invalid save_summaries_secs: {}", *o.save_summaries_secs));
   }
   return o;
 }
@@ -291,10 +293,20 @@ const MonitoredTrainingSessionOptions& validate(const MonitoredTrainingSessionOp
 Hooks training_hooks(const MonitoredTrainingSessionOptions& o) {
   if (!o.is_chief) return o.hooks;
   Hooks all = o.chief_only_hooks;
+  const std::string& summary_dir = o.summary_dir.empty() ? o.checkpoint_dir : o.summary_dir;
   // Unlike TF, the step counter's log line does not need a summary directory: progress is
   // visible by default, and its summaries are written when a directory is configured.
   if (o.log_step_count_steps > 0) {
-    all.push_back(std::make_shared<StepCounterHook>(StepCounterHookOptions{.every_n_steps = o.log_step_count_steps}));
+    all.push_back(std::make_shared<StepCounterHook>(
+        StepCounterHookOptions{.every_n_steps = o.log_step_count_steps, .output_dir = summary_dir}));
+  }
+  if (!summary_dir.empty()) {
+    std::optional<int64_t> steps = o.save_summaries_steps;
+    if (!steps && !o.save_summaries_secs) steps = 100;
+    if ((steps && *steps > 0) || (o.save_summaries_secs && *o.save_summaries_secs > 0)) {
+      all.push_back(std::make_shared<SummarySaverHook>(SummarySaverHookOptions{
+          .save_steps = steps, .save_secs = o.save_summaries_secs, .output_dir = summary_dir}));
+    }
   }
   all.insert(all.end(), o.hooks.begin(), o.hooks.end());
   return all;

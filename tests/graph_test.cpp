@@ -231,3 +231,40 @@ TEST(GraphTest, LearningRateCanBeReadAndChanged) {
 }
 
 }  // namespace
+
+namespace {
+
+struct Counter : th::StateProvider {
+  int value = 0;
+  std::string save_state() const override { return std::to_string(value); }
+  void load_state(std::string_view bytes) override { value = std::stoi(std::string(bytes)); }
+};
+
+TEST(GraphTest, StateProvidersAreRegisteredByUniqueKey) {
+  th::Graph g;
+  Counter a, b;
+  g.register_state("hooks/a", &a);
+  g.register_state("hooks/b", &b);
+  EXPECT_THROW(g.register_state("hooks/a", &b), th::AlreadyExistsError);
+  EXPECT_THROW(g.register_state("", &b), th::InvalidArgument);
+  auto providers = g.state_providers();
+  ASSERT_EQ(providers.size(), 2u);
+  EXPECT_EQ(providers[0].first, "hooks/a");
+  EXPECT_EQ(providers[0].second, &a);
+  g.unregister_state("hooks/a");
+  EXPECT_EQ(g.state_providers().size(), 1u);
+}
+
+struct Collection {
+  std::vector<int> items;
+};
+
+TEST(GraphTest, ExtensionsAreOnePerGraphAndType) {
+  th::Graph g1, g2;
+  g1.extension<Collection>().items.push_back(1);
+  g1.extension<Collection>().items.push_back(2);
+  EXPECT_EQ(g1.extension<Collection>().items.size(), 2u);
+  EXPECT_TRUE(g2.extension<Collection>().items.empty());
+}
+
+}  // namespace

@@ -367,7 +367,6 @@ TEST(MonitoredTrainingSessionTest, OptionErrorsAreClear) {
   EXPECT_EQ(error_of([&] { th::MonitoredTrainingSession s(m.g, {.log_step_count_steps = -1}); }),
             "Invalid log_step_count_steps: -1");
   EXPECT_THROW(th::MonitoredTrainingSession(m.g, {.checkpoint_dir = "/tmp/ckpt"}), th::UnimplementedError);
-  EXPECT_THROW(th::MonitoredTrainingSession(m.g, {.summary_dir = "/tmp/sum"}), th::UnimplementedError);
   EXPECT_EQ(error_of([&] { th::MonitoredTrainingSession s(m.g, {.save_checkpoint_steps = 10}); }),
             "MonitoredTrainingSession: checkpoint options were given without checkpoint_dir");
   EXPECT_FALSE(m.g.finalized());  // nothing was built

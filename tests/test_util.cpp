@@ -2,6 +2,10 @@
 
 #include <ATen/ATen.h>
 
+#include <cstdlib>
+#include <filesystem>
+#include <stdexcept>
+
 #include "trainhooks/optimizers.h"
 
 namespace trainhooks::testing {
@@ -26,6 +30,21 @@ std::unique_ptr<MonitoredSession> worker_session(Graph& g, Hooks hooks, const En
   return std::make_unique<MonitoredSession>(
       std::make_unique<WorkerSessionCreator>(g, SessionCreatorOptions{.env = env}),
       std::move(hooks), MonitoredSessionOptions{.env = env});
+}
+
+}  // namespace trainhooks::testing
+
+namespace trainhooks::testing {
+
+TempDir::TempDir() {
+  std::string pattern = (std::filesystem::temp_directory_path() / "trainhooks-test-XXXXXX").string();
+  if (!::mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed for " + pattern);
+  path_ = pattern;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
 }
 
 }  // namespace trainhooks::testing

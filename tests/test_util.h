@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "trainhooks/env.h"
 
@@ -38,5 +39,23 @@ struct TinyModel {
 // graph's state) and the session itself use `env`.
 std::unique_ptr<MonitoredSession> chief_session(Graph& g, Hooks hooks, const Env& env);
 std::unique_ptr<MonitoredSession> worker_session(Graph& g, Hooks hooks, const Env& env);
+
+}  // namespace trainhooks::testing
+
+namespace trainhooks::testing {
+
+// A fresh directory under the system temp dir, removed with its contents at destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
 
 }  // namespace trainhooks::testing

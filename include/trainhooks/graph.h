@@ -26,6 +26,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <typeindex>
+#include <typeinfo>
+#include <utility>
 #include <vector>
 
 #include "trainhooks/input.h"
@@ -81,6 +84,15 @@ struct MinimizeOptions {
 };
 
 using OpFn = std::function<at::Tensor(Run&)>;
+
+// State that checkpoints save beside the variables (a hook's counters, a timer). Registered with
+// Graph::register_state under a unique key; the bytes are the provider's own encoding.
+class StateProvider {
+ public:
+  virtual ~StateProvider() = default;
+  virtual std::string save_state() const = 0;
+  virtual void load_state(std::string_view bytes) = 0;
+};
 
 class Graph {
  public:
@@ -156,11 +168,27 @@ class Graph {
   void finalize();
   bool finalized() const;
 
+  // Extra training state saved in checkpoints. The provider must outlive its registration;
+  // AlreadyExistsError for a key in use.
+  void register_state(std::string key, StateProvider* provider);
+  void unregister_state(std::string_view key);
+  std::vector<std::pair<std::string, StateProvider*>> state_providers() const;
+
+  // Per-graph data of other components (summary collections, ...): one T per graph, created on
+  // first use.
+  template <typename T>
+  T& extension() {
+    auto& slot = extension_slot(std::type_index(typeid(T)));
+    if (!slot) slot = std::make_shared<T>();
+    return *static_cast<T*>(slot.get());
+  }
+
   internal::GraphState& state() { return *state_; }
   const internal::GraphState& state() const { return *state_; }
 
  private:
   Node add_node(std::string name, NodeKind kind);
+  std::shared_ptr<void>& extension_slot(std::type_index type);
   std::unique_ptr<internal::GraphState> state_;
 };
 

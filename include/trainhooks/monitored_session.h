@@ -183,14 +183,16 @@ struct MonitoredTrainingSessionOptions {
   // Default 600 seconds when checkpoint_dir is set and save_checkpoint_steps is not.
   std::optional<double> save_checkpoint_secs;
   std::optional<int64_t> save_checkpoint_steps;
-  // Default 100 steps when neither is given.
+  // Summaries of the graph (summary_ops.h) written to summary_dir; default 100 steps when neither
+  // is given; 0 disables them.
   std::optional<int64_t> save_summaries_steps;
   std::optional<double> save_summaries_secs;
   // Every this many steps the chief logs `global_step/sec: X`; 0 disables it.
   int64_t log_step_count_steps = 100;
   double stop_grace_period_secs = 120;
   double max_wait_secs = 7200;
-  std::string summary_dir;  // empty: checkpoint_dir
+  // Event files (SummarySaverHook, StepCounterHook's global_step/sec); empty: checkpoint_dir.
+  std::string summary_dir;
   std::optional<int> max_to_keep;
   std::optional<double> keep_checkpoint_every_n_hours;
   Env env;

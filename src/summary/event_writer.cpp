@@ -16,6 +16,8 @@
 
 #include <fmt/format.h>
 
+#include "trainhooks/errors.h"
+
 #include "summary/batch_queue.h"
 #include "summary/encoded_value.h"
 #include "summary/event_encoding.h"
@@ -128,7 +130,7 @@ void EventWriter::Impl::open_file() {
   std::error_code ec;
   std::filesystem::create_directories(logdir, ec);
   if (ec) {
-    throw std::runtime_error(
+    throw UnavailableError(
         fmt::format("Cannot create log directory {}: {}", logdir.string(), ec.message()));
   }
   const double wall_time = now();
@@ -141,7 +143,7 @@ void EventWriter::Impl::open_file() {
     fd = ::open(candidate.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd >= 0) break;
     if (errno != EEXIST) {
-      throw std::runtime_error(
+      throw UnavailableError(
           fmt::format("Cannot create event file {}: {}", candidate.string(), std::strerror(errno)));
     }
     candidate = logdir / fmt::format("{}.{}", base, n);
@@ -220,14 +222,14 @@ void EventWriter::Impl::drop(int64_t step) {
 
 EventWriter::EventWriter(std::filesystem::path logdir, EventWriterOptions options) {
   if (options.max_queue < 1) {
-    throw std::invalid_argument(
+    throw InvalidArgument(
         fmt::format("Invalid max_queue: {} (must be at least 1)", options.max_queue));
   }
   if (!(options.flush_secs > 0)) {
-    throw std::invalid_argument(
+    throw InvalidArgument(
         fmt::format("Invalid flush_secs: {} (must be positive)", options.flush_secs));
   }
-  if (logdir.empty()) throw std::invalid_argument("Invalid logdir: empty path");
+  if (logdir.empty()) throw InvalidArgument("Invalid logdir: empty path");
   if (!options.wall_clock) options.wall_clock = system_wall_seconds;
   if (!options.warn) options.warn = stderr_warning;
   impl_ = std::make_unique<Impl>(std::move(logdir), std::move(options));

@@ -3,6 +3,9 @@
 #include <png.h>
 
 #include <stdexcept>
+#include <string>
+
+#include "trainhooks/errors.h"
 
 namespace trainhooks::summary {
 
@@ -10,7 +13,7 @@ std::string encode_png(const uint8_t* pixels, int height, int width, int channel
   static constexpr png_uint_32 kFormats[] = {PNG_FORMAT_GRAY, PNG_FORMAT_GA, PNG_FORMAT_RGB,
                                              PNG_FORMAT_RGBA};
   if (channels < 1 || channels > 4 || height <= 0 || width <= 0) {
-    throw std::invalid_argument("encode_png: bad image geometry");
+    throw InvalidArgument("encode_png: bad image geometry");
   }
   png_image image{};
   image.version = PNG_IMAGE_VERSION;
@@ -21,11 +24,11 @@ std::string encode_png(const uint8_t* pixels, int height, int width, int channel
   // The simplified API reports the size first, then writes into a buffer of that size.
   png_alloc_size_t size = 0;
   if (!png_image_write_to_memory(&image, nullptr, &size, 0, pixels, 0, nullptr)) {
-    throw std::runtime_error(std::string("PNG encoding failed: ") + image.message);
+    throw InternalError(std::string("PNG encoding failed: ") + image.message);
   }
   std::string out(size, '\0');
   if (!png_image_write_to_memory(&image, out.data(), &size, 0, pixels, 0, nullptr)) {
-    throw std::runtime_error(std::string("PNG encoding failed: ") + image.message);
+    throw InternalError(std::string("PNG encoding failed: ") + image.message);
   }
   out.resize(size);
   png_image_free(&image);

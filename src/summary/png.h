@@ -7,7 +7,7 @@
 namespace trainhooks::summary {
 
 // `pixels` holds height rows of width * channels bytes; channels 1 (gray), 2 (gray + alpha),
-// 3 (RGB) or 4 (RGBA). Throws std::runtime_error if libpng fails.
+// 3 (RGB) or 4 (RGBA). Throws InternalError if libpng fails.
 std::string encode_png(const uint8_t* pixels, int height, int width, int channels);
 
 }  // namespace trainhooks::summary

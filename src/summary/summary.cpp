@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "trainhooks/errors.h"
+
 #include "proto/summary.pb.h"
 #include "proto/tensor.pb.h"
 #include "summary/encoded_value.h"
@@ -42,7 +44,7 @@ at::Tensor to_nhwc(const at::Tensor& images, DataFormat format) {
   const bool batched = format == DataFormat::kNCHW || format == DataFormat::kNHWC;
   const int64_t want = batched ? 4 : 3;
   if (images.dim() != want) {
-    throw std::invalid_argument(
+    throw InvalidArgument(
         fmt::format("add_image: images in {} format need {} dimensions, got {}",
                     format_name(format), want, shape_string(images)));
   }
@@ -125,7 +127,7 @@ Summary& Summary::add_scalar(std::string_view tag, float value) {
 
 Summary& Summary::add_histogram(std::string_view tag, const at::Tensor& values) {
   if (values.is_complex()) {
-    throw std::invalid_argument(
+    throw InvalidArgument(
         fmt::format("add_histogram: '{}' has complex values; a histogram needs real ones", tag));
   }
   at::Tensor flat = values.detach().to(at::kCPU).to(at::kDouble).contiguous().reshape({-1});
@@ -134,10 +136,10 @@ Summary& Summary::add_histogram(std::string_view tag, const at::Tensor& values) 
   for (size_t i = 0; i < count; ++i) {
     // TF's HistogramSummary texts.
     if (std::isnan(data[i])) {
-      throw std::invalid_argument(fmt::format("Nan in summary histogram for: {}", tag));
+      throw InvalidArgument(fmt::format("Nan in summary histogram for: {}", tag));
     }
     if (std::isinf(data[i])) {
-      throw std::invalid_argument(fmt::format("Infinity in summary histogram for: {}", tag));
+      throw InvalidArgument(fmt::format("Infinity in summary histogram for: {}", tag));
     }
   }
   values_.push_back({.tag = std::string(tag),
@@ -149,24 +151,24 @@ Summary& Summary::add_histogram(std::string_view tag, const at::Tensor& values) 
 Summary& Summary::add_image(std::string_view tag, const at::Tensor& images,
                             const ImageOptions& options) {
   if (options.max_outputs < 1) {
-    throw std::invalid_argument(
+    throw InvalidArgument(
         fmt::format("Invalid max_outputs: {} (must be at least 1)", options.max_outputs));
   }
   at::Tensor nhwc = to_nhwc(images, options.dataformats);
   const int64_t channels = nhwc.size(3);
   if (channels != 1 && channels != 3 && channels != 4) {
-    throw std::invalid_argument(
+    throw InvalidArgument(
         fmt::format("add_image: '{}' has {} channels; images need 1 (gray), 3 (RGB) or 4 (RGBA), "
                     "shape {} as {}",
                     tag, channels, shape_string(images), format_name(options.dataformats)));
   }
   if (nhwc.size(1) <= 0 || nhwc.size(2) <= 0 || nhwc.size(1) > INT32_MAX ||
       nhwc.size(2) > INT32_MAX) {
-    throw std::invalid_argument(fmt::format(
+    throw InvalidArgument(fmt::format(
         "add_image: '{}' has an empty or oversized image, shape {}", tag, shape_string(images)));
   }
   if (nhwc.scalar_type() != at::kByte && !nhwc.is_floating_point()) {
-    throw std::invalid_argument(fmt::format("add_image: '{}' must be uint8 or floating, got {}",
+    throw InvalidArgument(fmt::format("add_image: '{}' must be uint8 or floating, got {}",
                                             tag, c10::toString(nhwc.scalar_type())));
   }
   const int height = static_cast<int>(nhwc.size(1));

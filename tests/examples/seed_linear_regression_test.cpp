@@ -2,19 +2,22 @@
 #include <ATen/ATen.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
 #include <sys/wait.h>
 
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "trainhooks/checkpoint/variables.h"
+#include "trainhooks/summary/event_reader.h"
 #include "trainhooks/graph.h"
 
 namespace th = trainhooks;
@@ -59,7 +62,8 @@ class SeedLinearRegressionTest : public ::testing::Test {
     const std::string binary = TRAINHOOKS_BINARY_DIR "/examples/seed_linear_regression";
     ASSERT_TRUE(fs::exists(binary)) << binary << " is not built";
     // The training log (stderr) goes to a file: only the program's own output is checked.
-    result_ = run_command(shell_quoted(binary) + " --model " + shell_quoted(model_) + " 2> " +
+    result_ = run_command(shell_quoted(binary) + " --model " + shell_quoted(model_) + " --logdir " +
+                          shell_quoted((fs::path(dir_) / "logs").string()) + " 2> " +
                           shell_quoted((fs::path(dir_) / "stderr.txt").string()));
   }
 
@@ -147,6 +151,33 @@ TEST_F(SeedLinearRegressionTest, SavedModelLoadsInPythonWithTorchLoad) {
   auto r = run_command(python + " -c \"" + script + "\"");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_EQ(r.out, "['W', 'b'] torch.Size([1])\n");
+}
+
+TEST_F(SeedLinearRegressionTest, WritesSummariesEveryTenStepsAndLogsStepsPerSecond) {
+  std::map<std::string, std::vector<int64_t>> steps;
+  float last_loss = -1;
+  for (const auto& e : th::summary::read_events(fs::path(dir_) / "logs")) {
+    for (const auto& v : e.values) {
+      steps[v.tag].push_back(e.step);
+      if (v.tag == "loss") last_loss = static_cast<float>(v.scalar);
+    }
+  }
+  const std::vector<int64_t> every_ten{1, 11, 21, 31, 41, 51, 61, 71, 81, 91};
+  EXPECT_EQ(steps["loss"], every_ten);
+  EXPECT_EQ(steps["W"], every_ten);
+  EXPECT_EQ(steps["b"], every_ten);
+  EXPECT_EQ(steps["global_step/sec"], (std::vector<int64_t>{11, 21, 31, 41, 51, 61, 71, 81, 91}));
+  // The loss written at step 91 is the one printed by the hook on that step.
+  ASSERT_GE(losses().size(), 91u);
+  EXPECT_FLOAT_EQ(last_loss, losses()[90]);
+  std::ifstream err(fs::path(dir_) / "stderr.txt");
+  std::string text((std::istreambuf_iterator<char>(err)), std::istreambuf_iterator<char>());
+  size_t count = 0;
+  for (size_t at = text.find("INFO:trainhooks:global_step/sec: "); at != std::string::npos;
+       at = text.find("INFO:trainhooks:global_step/sec: ", at + 1)) {
+    ++count;
+  }
+  EXPECT_EQ(count, 9u);
 }
 
 }  // namespace

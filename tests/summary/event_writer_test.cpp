@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+
+#include "trainhooks/errors.h"
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -110,8 +112,8 @@ TEST_F(EventWriterTest, UncreatableLogdirThrowsNamingIt) {
   testing::write_bytes(dir_.path() / "file", "x");
   try {
     EventWriter writer(dir_.path() / "file" / "sub", fakes_.options());
-    FAIL() << "expected std::runtime_error";
-  } catch (const std::runtime_error& e) {
+    FAIL() << "expected UnavailableError";
+  } catch (const trainhooks::UnavailableError& e) {
     EXPECT_NE(std::string(e.what()).find((dir_.path() / "file" / "sub").string()),
               std::string::npos)
         << e.what();
@@ -122,13 +124,13 @@ TEST_F(EventWriterTest, InvalidOptionsAreRejectedNamingTheArgument) {
   try {
     EventWriter writer(dir_.path(), fakes_.options({.max_queue = 0}));
     FAIL();
-  } catch (const std::invalid_argument& e) {
+  } catch (const trainhooks::InvalidArgument& e) {
     EXPECT_STREQ(e.what(), "Invalid max_queue: 0 (must be at least 1)");
   }
   try {
     EventWriter writer(dir_.path(), fakes_.options({.flush_secs = -1}));
     FAIL();
-  } catch (const std::invalid_argument& e) {
+  } catch (const trainhooks::InvalidArgument& e) {
     EXPECT_STREQ(e.what(), "Invalid flush_secs: -1 (must be positive)");
   }
 }

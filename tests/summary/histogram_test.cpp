@@ -3,6 +3,8 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include "trainhooks/errors.h"
+
 #include <cfloat>
 #include <random>
 
@@ -139,8 +141,8 @@ TEST(HistogramTest, NanValuesAreRejectedWithTensorFlowsMessage) {
   at::Tensor t = at::tensor({1.0f, NAN});
   try {
     s.add_histogram("weights", t);
-    FAIL() << "expected std::invalid_argument";
-  } catch (const std::invalid_argument& e) {
+    FAIL() << "expected trainhooks::InvalidArgument";
+  } catch (const trainhooks::InvalidArgument& e) {
     EXPECT_STREQ(e.what(), "Nan in summary histogram for: weights");
   }
   EXPECT_TRUE(s.empty());
@@ -152,12 +154,12 @@ TEST(HistogramTest, InfiniteValuesAreRejectedWithTensorFlowsMessage) {
       {
         try {
           s.add_histogram("w", at::tensor({INFINITY}));
-        } catch (const std::invalid_argument& e) {
+        } catch (const trainhooks::InvalidArgument& e) {
           EXPECT_STREQ(e.what(), "Infinity in summary histogram for: w");
           throw;
         }
       },
-      std::invalid_argument);
+      trainhooks::InvalidArgument);
 }
 
 }  // namespace

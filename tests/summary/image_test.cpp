@@ -1,5 +1,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+
+#include "trainhooks/errors.h"
 #include <png.h>
 
 #include "summary_test_util.h"
@@ -131,8 +133,8 @@ TEST(ImageSummaryTest, RejectsTwoChannelsNamingTheTagAndShape) {
   Summary s;
   try {
     s.add_image("bad", at::zeros({1, 2, 4, 4}));
-    FAIL() << "expected std::invalid_argument";
-  } catch (const std::invalid_argument& e) {
+    FAIL() << "expected trainhooks::InvalidArgument";
+  } catch (const trainhooks::InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("'bad' has 2 channels"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("[1, 2, 4, 4]"), std::string::npos) << e.what();
   }
@@ -140,10 +142,10 @@ TEST(ImageSummaryTest, RejectsTwoChannelsNamingTheTagAndShape) {
 
 TEST(ImageSummaryTest, RejectsWrongRankAndZeroMaxOutputs) {
   Summary s;
-  EXPECT_THROW(s.add_image("x", at::zeros({3, 4, 4})), std::invalid_argument);
+  EXPECT_THROW(s.add_image("x", at::zeros({3, 4, 4})), trainhooks::InvalidArgument);
   EXPECT_THROW(s.add_image("x", at::zeros({1, 3, 4, 4}), {.max_outputs = 0}),
-               std::invalid_argument);
-  EXPECT_THROW(s.add_image("x", at::zeros({1, 3, 4, 4}, at::kInt)), std::invalid_argument);
+               trainhooks::InvalidArgument);
+  EXPECT_THROW(s.add_image("x", at::zeros({1, 3, 4, 4}, at::kInt)), trainhooks::InvalidArgument);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -18,12 +19,18 @@
 
 namespace trainhooks {
 
+namespace summary {
+class EventWriter;
+}
+
 struct StepCounterHookOptions {
   // Exactly one; neither: every 100 steps.
   std::optional<int64_t> every_n_steps;
   std::optional<double> every_n_secs;
-  // Summary output (global_step/sec); not available in this version: non-empty is an error.
+  // At most one: where the `global_step/sec` summary goes (a directory's process-wide writer, or
+  // a writer). Neither: the log line only.
   std::string output_dir;
+  std::shared_ptr<summary::EventWriter> summary_writer;
 };
 
 class StepCounterHook : public SessionRunHook {
@@ -35,7 +42,9 @@ class StepCounterHook : public SessionRunHook {
   void after_run(SessionRunContext& run_context, const SessionRunValues& run_values) override;
 
  private:
+  StepCounterHookOptions options_;
   SecondOrStepTimer timer_;
+  std::shared_ptr<summary::EventWriter> writer_;
   int64_t stale_global_step_ = 0;
   std::optional<int64_t> last_global_step_;
   int warnings_ = 0;

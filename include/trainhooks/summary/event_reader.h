@@ -20,6 +20,8 @@
 // Thread safety: one reader per thread.
 #pragma once
 
+#include "trainhooks/errors.h"
+
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -34,10 +36,10 @@
 namespace trainhooks::summary {
 
 // A file that cannot be read, or a record that fails its checks. what() names both.
-class EventFileError : public std::runtime_error {
+class EventFileError : public DataLossError {
  public:
   EventFileError(const std::string& message, std::filesystem::path file, uint64_t offset)
-      : std::runtime_error(message), file_(std::move(file)), offset_(offset) {}
+      : DataLossError(message), file_(std::move(file)), offset_(offset) {}
   const std::filesystem::path& file() const { return file_; }
   // Byte offset of the bad record (0 when the file itself could not be read).
   uint64_t offset() const { return offset_; }

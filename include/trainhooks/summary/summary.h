@@ -6,7 +6,7 @@
 // plugin metadata on the tag's first value in the file. The encodings are TensorFlow's:
 //   - scalar: Summary.Value.simple_value (plugin "scalars");
 //   - histogram: HistogramProto over TF's default 1551 bucket limits, empty runs merged
-//     (plugin "histograms"); NaN or infinity throws std::invalid_argument, as TF does;
+//     (plugin "histograms"); NaN or infinity throws InvalidArgument, as TF does;
 //   - image: one PNG per batch element, up to max_outputs; tags `<tag>/image/<i>` when
 //     max_outputs > 1 and `<tag>/image` when it is 1, as TF 1.x's image summary (plugin "images");
 //   - text: a rank-0 DT_STRING tensor (plugin "text").
