@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 #include "trainhooks/errors.h"
 #include "trainhooks/optimizers.h"
 #include "trainhooks/session.h"
@@ -12,15 +14,6 @@ namespace th = trainhooks;
 
 namespace {
 
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
 
 TEST(GraphTest, NodesAreIndexedAndFoundByName) {
   th::Graph g;
@@ -44,14 +37,14 @@ TEST(GraphTest, NodesAreIndexedAndFoundByName) {
 TEST(GraphTest, UnknownNameIsNotFound) {
   th::Graph g;
   EXPECT_THROW(g.find("missing"), th::NotFoundError);
-  EXPECT_EQ(error_of([&] { g.find("missing"); }), "No node named 'missing' in the graph");
+  EXPECT_EQ(th::testing::error_message([&] { g.find("missing"); }), "No node named 'missing' in the graph");
 }
 
 TEST(GraphTest, DuplicateNameIsRejected) {
   th::Graph g;
   g.variable("w", torch::zeros({1}));
   EXPECT_THROW(g.placeholder("w"), th::AlreadyExistsError);
-  EXPECT_EQ(error_of([&] { g.op("w", [](th::Run&) { return torch::zeros({1}); }); }),
+  EXPECT_EQ(th::testing::error_message([&] { g.op("w", [](th::Run&) { return torch::zeros({1}); }); }),
             "Duplicate node name 'w': a variable with that name exists");
 }
 
@@ -61,19 +54,19 @@ TEST(GraphTest, FinalizedGraphRejectsNewNodes) {
   g.finalize();
   EXPECT_TRUE(g.finalized());
   EXPECT_THROW(g.placeholder("y"), th::FailedPreconditionError);
-  EXPECT_EQ(error_of([&] { g.constant("k", torch::ones({1})); }),
+  EXPECT_EQ(th::testing::error_message([&] { g.constant("k", torch::ones({1})); }),
             "Graph is finalized and cannot be modified (adding constant 'k')");
 }
 
 TEST(GraphTest, InvalidArgumentsNameTheArgument) {
   th::Graph g;
-  EXPECT_EQ(error_of([&] { g.placeholder("x", {.shape = {-2}}); }),
+  EXPECT_EQ(th::testing::error_message([&] { g.placeholder("x", {.shape = {-2}}); }),
             "placeholder 'x': invalid dimension -2 in shape (use -1 for any size)");
-  EXPECT_EQ(error_of([&] { g.variable("v", torch::zeros({1}, torch::kLong)); }),
+  EXPECT_EQ(th::testing::error_message([&] { g.variable("v", torch::zeros({1}, torch::kLong)); }),
             "variable 'v': a trainable variable must have a floating-point dtype, got Long");
-  EXPECT_EQ(error_of([&] { g.op("o", nullptr); }), "op 'o': fn is empty");
-  EXPECT_EQ(error_of([&] { g.variable("", torch::zeros({1})); }), "variable name must not be empty");
-  EXPECT_EQ(error_of([&] { th::sgd(-0.1); }), "sgd: Invalid learning rate: -0.1");
+  EXPECT_EQ(th::testing::error_message([&] { g.op("o", nullptr); }), "op 'o': fn is empty");
+  EXPECT_EQ(th::testing::error_message([&] { g.variable("", torch::zeros({1})); }), "variable name must not be empty");
+  EXPECT_EQ(th::testing::error_message([&] { th::sgd(-0.1); }), "sgd: Invalid learning rate: -0.1");
 }
 
 TEST(GraphTest, NonTrainableIntegerVariableIsAllowed) {
@@ -182,13 +175,13 @@ TEST(GraphTest, MinimizeTrainsOnlyItsVarList) {
 TEST(GraphTest, MinimizeRejectsBadArguments) {
   th::Graph g;
   auto loss = g.op("loss", [](th::Run&) { return torch::zeros({}); });
-  EXPECT_EQ(error_of([&] { g.minimize("t", loss, th::sgd(0.1)); }),
+  EXPECT_EQ(th::testing::error_message([&] { g.minimize("t", loss, th::sgd(0.1)); }),
             "minimize 't': there are no trainable variables to optimize");
   auto w = g.variable("w", torch::zeros({1}));
-  EXPECT_EQ(error_of([&] { g.minimize("t", loss, th::sgd(0.1), {.clip_global_norm = 0.0}); }),
+  EXPECT_EQ(th::testing::error_message([&] { g.minimize("t", loss, th::sgd(0.1), {.clip_global_norm = 0.0}); }),
             "minimize 't': invalid clip_global_norm 0");
-  EXPECT_EQ(error_of([&] { g.minimize("t", "nope", th::sgd(0.1)); }), "No node named 'nope' in the graph");
-  EXPECT_EQ(error_of([&] { g.minimize("t", loss, th::sgd(0.1), {.var_list = {loss}}); }),
+  EXPECT_EQ(th::testing::error_message([&] { g.minimize("t", "nope", th::sgd(0.1)); }), "No node named 'nope' in the graph");
+  EXPECT_EQ(th::testing::error_message([&] { g.minimize("t", loss, th::sgd(0.1), {.var_list = {loss}}); }),
             "minimize 't': var_list entry loss is not a variable");
   (void)w;
 }

@@ -13,15 +13,6 @@ namespace th = trainhooks;
 
 namespace {
 
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
 
 // Records every call it receives, in a log shared by all hooks of a test.
 struct RecordingHook : th::SessionRunHook {
@@ -105,7 +96,7 @@ TEST(MonitoredSessionTest, HookFeedsReachTheRunAndConflictsAreErrors) {
     th::MonitoredSession sess(chief(m.g), {a});
     sess.run(m.w);
     EXPECT_FLOAT_EQ(a->seen[0][m.loss].item<float>(), 9.0f);
-    EXPECT_EQ(error_of([&] { sess.run(m.w, m.feeds()); }),
+    EXPECT_EQ(th::testing::error_message([&] { sess.run(m.w, m.feeds()); }),
               "Same tensor is fed by a SessionRunHook and user. Conflict(s): [x]");
   }
   Model m2;
@@ -115,7 +106,7 @@ TEST(MonitoredSessionTest, HookFeedsReachTheRunAndConflictsAreErrors) {
   q->args.feeds = {{"x", torch::tensor({4.0f})}};
   th::MonitoredSession sess2(chief(m2.g), {p, q});
   EXPECT_THROW(sess2.run(m2.loss), th::RuntimeError);
-  EXPECT_EQ(error_of([&] { sess2.run(m2.loss); }), "Same tensor is fed by two hooks. Conflict(s): [x]");
+  EXPECT_EQ(th::testing::error_message([&] { sess2.run(m2.loss); }), "Same tensor is fed by two hooks. Conflict(s): [x]");
 }
 
 TEST(MonitoredSessionTest, RunOptionsFromHooksAreMerged) {
@@ -155,7 +146,7 @@ TEST(MonitoredSessionTest, RequestStopEndsAfterTheCurrentRunWhoseResultsAreRetur
   EXPECT_EQ(loops, 3);
   EXPECT_EQ(m.g.global_step_value(), 3);
   EXPECT_THROW(sess.run(m.train, m.feeds()), th::RuntimeError);
-  EXPECT_EQ(error_of([&] { sess.run(m.train, m.feeds()); }), "Run called even after should_stop requested.");
+  EXPECT_EQ(th::testing::error_message([&] { sess.run(m.train, m.feeds()); }), "Run called even after should_stop requested.");
 }
 
 TEST(MonitoredSessionTest, ChiefInitializesAndWorkerKeepsState) {
@@ -231,7 +222,7 @@ TEST(MonitoredSessionTest, CloseIsIdempotentAndRunsEndOnce) {
   EXPECT_EQ(std::count(calls.begin(), calls.end(), "a.end"), 1);
   EXPECT_TRUE(sess.closed());
   EXPECT_TRUE(sess.should_stop());
-  EXPECT_EQ(error_of([&] { sess.run(m.loss, m.feeds()); }), "Attempted to use a closed MonitoredSession.");
+  EXPECT_EQ(th::testing::error_message([&] { sess.run(m.loss, m.feeds()); }), "Attempted to use a closed MonitoredSession.");
 }
 
 TEST(MonitoredSessionTest, EndIsSkippedWhileAnExceptionUnwinds) {
@@ -295,7 +286,7 @@ TEST(MonitoredSessionTest, CoordinatorStopEndsTrainingAndItsErrorIsRaisedByClose
 
 TEST(MonitoredSessionTest, NullHookAndCreatorAreRejected) {
   Model m;
-  EXPECT_EQ(error_of([&] { th::MonitoredSession s(chief(m.g), {nullptr}); }), "MonitoredSession: hooks[0] is null");
+  EXPECT_EQ(th::testing::error_message([&] { th::MonitoredSession s(chief(m.g), {nullptr}); }), "MonitoredSession: hooks[0] is null");
   EXPECT_THROW(th::MonitoredSession(nullptr), th::InvalidArgument);
 }
 
@@ -360,14 +351,14 @@ TEST(MonitoredTrainingSessionTest, StopAtStepHookEndsTheSeedLoop) {
 
 TEST(MonitoredTrainingSessionTest, OptionErrorsAreClear) {
   Model m;
-  EXPECT_EQ(error_of([&] { th::MonitoredTrainingSession s(m.g, {.save_checkpoint_secs = 10, .save_checkpoint_steps = 10}); }),
+  EXPECT_EQ(th::testing::error_message([&] { th::MonitoredTrainingSession s(m.g, {.save_checkpoint_secs = 10, .save_checkpoint_steps = 10}); }),
             "Can not provide both save_checkpoint_secs and save_checkpoint_steps.");
-  EXPECT_EQ(error_of([&] { th::MonitoredTrainingSession s(m.g, {.save_summaries_steps = 10, .save_summaries_secs = 10}); }),
+  EXPECT_EQ(th::testing::error_message([&] { th::MonitoredTrainingSession s(m.g, {.save_summaries_steps = 10, .save_summaries_secs = 10}); }),
             "Can not provide both save_summaries_secs and save_summaries_steps.");
-  EXPECT_EQ(error_of([&] { th::MonitoredTrainingSession s(m.g, {.log_step_count_steps = -1}); }),
+  EXPECT_EQ(th::testing::error_message([&] { th::MonitoredTrainingSession s(m.g, {.log_step_count_steps = -1}); }),
             "Invalid log_step_count_steps: -1");
   EXPECT_THROW(th::MonitoredTrainingSession(m.g, {.checkpoint_dir = "/tmp/ckpt"}), th::UnimplementedError);
-  EXPECT_EQ(error_of([&] { th::MonitoredTrainingSession s(m.g, {.save_checkpoint_steps = 10}); }),
+  EXPECT_EQ(th::testing::error_message([&] { th::MonitoredTrainingSession s(m.g, {.save_checkpoint_steps = 10}); }),
             "MonitoredTrainingSession: checkpoint options were given without checkpoint_dir");
   EXPECT_FALSE(m.g.finalized());  // nothing was built
 }

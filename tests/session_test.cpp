@@ -13,15 +13,6 @@ namespace th = trainhooks;
 
 namespace {
 
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
 
 // y_pred = x * W + b, loss = mean((y_pred - y)^2), each op counting its evaluations.
 struct Linear {
@@ -76,7 +67,7 @@ TEST(SessionTest, FetchesByName) {
   EXPECT_FLOAT_EQ(r[m.y_pred].item<float>(), 0.0f);
   EXPECT_TRUE(r.contains(m.b));
   EXPECT_FALSE(r.contains(m.loss));
-  EXPECT_EQ(error_of([&] { (void)r[m.loss]; }), "'loss' was not fetched in this run");
+  EXPECT_EQ(th::testing::error_message([&] { (void)r[m.loss]; }), "'loss' was not fetched in this run");
 }
 
 TEST(SessionTest, FeedsOverrideAnyNode) {
@@ -96,7 +87,7 @@ TEST(SessionTest, MissingFeedNamesPlaceholderAndPath) {
   th::Session s(m.g);
   th::Feeds only_y = {{m.y, torch::tensor({1.0f})}};
   EXPECT_THROW(s.run(m.loss, only_y), th::InvalidArgument);
-  EXPECT_EQ(error_of([&] { s.run(m.loss, only_y); }),
+  EXPECT_EQ(th::testing::error_message([&] { s.run(m.loss, only_y); }),
             "You must feed a value for placeholder 'x' with dtype float and shape [-1] "
             "[while evaluating loss <- y_pred <- x]");
 }
@@ -104,9 +95,9 @@ TEST(SessionTest, MissingFeedNamesPlaceholderAndPath) {
 TEST(SessionTest, FeedDtypeAndShapeAreChecked) {
   Linear m;
   th::Session s(m.g);
-  EXPECT_EQ(error_of([&] { s.run(m.y_pred, {{m.x, torch::tensor({1.0, 2.0}, torch::kDouble)}}); }),
+  EXPECT_EQ(th::testing::error_message([&] { s.run(m.y_pred, {{m.x, torch::tensor({1.0, 2.0}, torch::kDouble)}}); }),
             "Cannot feed value of dtype double for placeholder 'x', which has dtype float");
-  EXPECT_EQ(error_of([&] { s.run(m.y_pred, {{m.x, torch::zeros({2, 3})}}); }),
+  EXPECT_EQ(th::testing::error_message([&] { s.run(m.y_pred, {{m.x, torch::zeros({2, 3})}}); }),
             "Cannot feed value of shape [2, 3] for placeholder 'x', which has shape [-1]");
   th::Graph g;
   auto img = g.placeholder("img", {.shape = {-1, 28, 28}});
@@ -123,8 +114,8 @@ TEST(SessionTest, UnknownAndDuplicateFeedsAreErrors) {
   Linear m;
   th::Session s(m.g);
   EXPECT_THROW(s.run("nope"), th::NotFoundError);
-  EXPECT_EQ(error_of([&] { s.run(m.y_pred, {{"z", torch::zeros({1})}}); }), "No node named 'z' in the graph");
-  EXPECT_EQ(error_of([&] { s.run(m.y_pred, {{m.x, torch::zeros({1})}, {"x", torch::zeros({1})}}); }),
+  EXPECT_EQ(th::testing::error_message([&] { s.run(m.y_pred, {{"z", torch::zeros({1})}}); }), "No node named 'z' in the graph");
+  EXPECT_EQ(th::testing::error_message([&] { s.run(m.y_pred, {{m.x, torch::zeros({1})}, {"x", torch::zeros({1})}}); }),
             "Node 'x' is fed more than once in the same run");
 }
 
@@ -134,7 +125,7 @@ TEST(SessionTest, UnknownNameInsideAnOpKeepsTypeAndPath) {
   auto b = g.op("b", [=](th::Run& r) { return r[a] + 1; });
   th::Session s(g);
   EXPECT_THROW(s.run(b), th::NotFoundError);
-  EXPECT_EQ(error_of([&] { s.run(b); }), "No node named 'ghost' in the graph [while evaluating b <- a]");
+  EXPECT_EQ(th::testing::error_message([&] { s.run(b); }), "No node named 'ghost' in the graph [while evaluating b <- a]");
 }
 
 TEST(SessionTest, CyclesAreReportedWithThePath) {
@@ -143,7 +134,7 @@ TEST(SessionTest, CyclesAreReportedWithThePath) {
   a = g.op("a", [&](th::Run& r) { return r[b] + 1; });
   b = g.op("b", [&](th::Run& r) { return r[a] * 2; });
   th::Session s(g);
-  EXPECT_EQ(error_of([&] { s.run(a); }), "Cycle detected: node 'a' depends on itself [while evaluating a <- b <- a]");
+  EXPECT_EQ(th::testing::error_message([&] { s.run(a); }), "Cycle detected: node 'a' depends on itself [while evaluating a <- b <- a]");
 }
 
 TEST(SessionTest, ThrowingOpIsWrappedWithItsPathAndType) {
@@ -154,11 +145,11 @@ TEST(SessionTest, ThrowingOpIsWrappedWithItsPathAndType) {
   auto plain = g.op("plain", [](th::Run&) -> torch::Tensor { throw std::runtime_error("boom"); });
   th::Session s(g);
   EXPECT_THROW(s.run(top), th::UnavailableError);
-  EXPECT_EQ(error_of([&] { s.run(top); }), "peer lost [while evaluating top <- bad]");
+  EXPECT_EQ(th::testing::error_message([&] { s.run(top); }), "peer lost [while evaluating top <- bad]");
   EXPECT_THROW(s.run(mismatch), th::InvalidArgument);
-  EXPECT_NE(error_of([&] { s.run(mismatch); }).find("[while evaluating mismatch]"), std::string::npos);
+  EXPECT_NE(th::testing::error_message([&] { s.run(mismatch); }).find("[while evaluating mismatch]"), std::string::npos);
   EXPECT_THROW(s.run(plain), th::UnknownError);
-  EXPECT_EQ(error_of([&] { s.run(plain); }), "boom [while evaluating plain]");
+  EXPECT_EQ(th::testing::error_message([&] { s.run(plain); }), "boom [while evaluating plain]");
 }
 
 TEST(SessionTest, ErrorCaughtInsideAnOpDoesNotLeakIntoLaterErrors) {
@@ -177,7 +168,7 @@ TEST(SessionTest, ErrorCaughtInsideAnOpDoesNotLeakIntoLaterErrors) {
   });
   th::Session s(g);
   EXPECT_FLOAT_EQ(s.run(tolerant)[tolerant].item<float>(), 0.0f);
-  EXPECT_EQ(error_of([&] { s.run(later); }), "later failed [while evaluating later]");
+  EXPECT_EQ(th::testing::error_message([&] { s.run(later); }), "later failed [while evaluating later]");
 }
 
 TEST(SessionTest, FailedRunBeforeTrainOpLeavesVariablesUntouched) {

@@ -1,6 +1,7 @@
 // Shared test helpers: a fake Env and small graphs.
 #pragma once
 
+#include <exception>
 #include <memory>
 #include <string>
 
@@ -43,6 +44,18 @@ std::unique_ptr<MonitoredSession> worker_session(Graph& g, Hooks hooks, const En
 }  // namespace trainhooks::testing
 
 namespace trainhooks::testing {
+
+// The message of the E that `fn` throws, or "" when it throws nothing (another exception
+// escapes and fails the test).
+template <typename E = std::exception, typename Fn>
+std::string error_message(Fn&& fn) {
+  try {
+    fn();
+  } catch (const E& e) {
+    return e.what();
+  }
+  return "";
+}
 
 // A fresh directory under the system temp dir, removed with its contents at destruction.
 class TempDir {

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 #include <memory>
 
 #include "trainhooks/env.h"
@@ -12,31 +14,22 @@ namespace th = trainhooks;
 namespace {
 
 // The message of the InvalidArgument thrown by `fn`, or "" if it throws nothing.
-template <typename Fn>
-std::string invalid_argument_message(Fn&& fn) {
-  try {
-    fn();
-  } catch (const th::InvalidArgument& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(SecondOrStepTimerTest, RaisesWhenBothSecsAndStepsAreGiven) {
-  EXPECT_EQ(invalid_argument_message(
+  EXPECT_EQ(th::testing::error_message<th::InvalidArgument>(
                 [] { th::SecondOrStepTimer({.every_secs = 2.0, .every_steps = 10}); }),
             "Can not provide both every_secs and every_steps.");
 }
 
 TEST(SecondOrStepTimerTest, RaisesWhenNeitherSecsNorStepsIsGiven) {
-  EXPECT_EQ(invalid_argument_message([] { th::SecondOrStepTimer(th::TimerOptions{}); }),
+  EXPECT_EQ(th::testing::error_message<th::InvalidArgument>([] { th::SecondOrStepTimer(th::TimerOptions{}); }),
             "Either every_secs or every_steps should be provided.");
 }
 
 TEST(SecondOrStepTimerTest, RejectsNegativeIntervals) {
-  EXPECT_EQ(invalid_argument_message([] { th::SecondOrStepTimer({.every_secs = -1.0}); }),
+  EXPECT_EQ(th::testing::error_message<th::InvalidArgument>([] { th::SecondOrStepTimer({.every_secs = -1.0}); }),
             "Invalid every_secs: -1");
-  EXPECT_EQ(invalid_argument_message([] { th::SecondOrStepTimer({.every_steps = -3}); }),
+  EXPECT_EQ(th::testing::error_message<th::InvalidArgument>([] { th::SecondOrStepTimer({.every_steps = -3}); }),
             "Invalid every_steps: -3");
 }
 

@@ -48,15 +48,6 @@ class LoggingTensorHookTest : public ::testing::Test {
   th::Node foo;
 };
 
-template <typename Fn>
-std::string invalid_argument_message(Fn&& fn) {
-  try {
-    fn();
-  } catch (const th::InvalidArgument& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST_F(LoggingTensorHookTest, EveryNIterLogsAtLocalIterations0_10_20WithElapsedAfterTheFirstLine) {
   auto hook = std::make_shared<th::LoggingTensorHook>(
@@ -243,20 +234,20 @@ TEST_F(LoggingTensorHookTest, FormatterAtEndOnlyGetsNoElapsedTime) {
 TEST_F(LoggingTensorHookTest, RejectsBadArgumentCombinationsWithTensorFlowsTexts) {
   const std::string exactly_one =
       "either at_end and/or exactly one of every_n_iter and every_n_secs must be provided.";
-  EXPECT_EQ(invalid_argument_message([] { th::LoggingTensorHook(Names{"t"}, {}); }), exactly_one);
-  EXPECT_EQ(invalid_argument_message(
+  EXPECT_EQ(th::testing::error_message<th::InvalidArgument>([] { th::LoggingTensorHook(Names{"t"}, {}); }), exactly_one);
+  EXPECT_EQ(th::testing::error_message<th::InvalidArgument>(
                 [] { th::LoggingTensorHook(Names{"t"}, {.every_n_iter = 5, .every_n_secs = 5}); }),
             exactly_one);
-  EXPECT_EQ(invalid_argument_message([] {
+  EXPECT_EQ(th::testing::error_message<th::InvalidArgument>([] {
               th::LoggingTensorHook(Tags{{"t", "t"}},
                                     {.every_n_iter = 5, .every_n_secs = 5, .at_end = true});
             }),
             exactly_one);
   EXPECT_EQ(
-      invalid_argument_message([] { th::LoggingTensorHook(Names{"t"}, {.every_n_iter = 0}); }),
+      th::testing::error_message<th::InvalidArgument>([] { th::LoggingTensorHook(Names{"t"}, {.every_n_iter = 0}); }),
       "invalid every_n_iter=0.");
   EXPECT_EQ(
-      invalid_argument_message([] { th::LoggingTensorHook(Names{"t"}, {.every_n_iter = -10}); }),
+      th::testing::error_message<th::InvalidArgument>([] { th::LoggingTensorHook(Names{"t"}, {.every_n_iter = -10}); }),
       "invalid every_n_iter=-10.");
 }
 

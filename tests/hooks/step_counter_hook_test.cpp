@@ -38,15 +38,6 @@ class StepCounterHookTest : public ::testing::Test {
   th::testing::TinyModel m;
 };
 
-template <typename Fn>
-std::string invalid_argument_message(Fn&& fn) {
-  try {
-    fn();
-  } catch (const th::InvalidArgument& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST_F(StepCounterHookTest, FirstTriggerIsABaselineThenLogsGlobalStepsPerSecond) {
   auto hook =
@@ -128,7 +119,7 @@ TEST_F(StepCounterHookTest, DoesNotWarnWhileTraining) {
 }
 
 TEST_F(StepCounterHookTest, RejectsBothEveryNStepsAndEveryNSecs) {
-  EXPECT_EQ(invalid_argument_message(
+  EXPECT_EQ(th::testing::error_message<th::InvalidArgument>(
                 [] { th::StepCounterHook({.every_n_steps = 10, .every_n_secs = 1.0}); }),
             "exactly one of every_n_steps and every_n_secs should be provided.");
 }

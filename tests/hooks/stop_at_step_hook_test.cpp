@@ -31,21 +31,12 @@ class StopAtStepHookTest : public ::testing::Test {
   th::testing::TinyModel m;
 };
 
-template <typename Fn>
-std::string invalid_argument_message(Fn&& fn) {
-  try {
-    fn();
-  } catch (const th::InvalidArgument& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST_F(StopAtStepHookTest, RejectsBothOrNeitherOfNumStepsAndLastStep) {
   EXPECT_EQ(
-      invalid_argument_message([] { th::StopAtStepHook({.num_steps = 10, .last_step = 20}); }),
+      th::testing::error_message<th::InvalidArgument>([] { th::StopAtStepHook({.num_steps = 10, .last_step = 20}); }),
       "Only one of num_steps or last_step can be specified.");
-  EXPECT_EQ(invalid_argument_message([] { th::StopAtStepHook(th::StopAtStepHookOptions{}); }),
+  EXPECT_EQ(th::testing::error_message<th::InvalidArgument>([] { th::StopAtStepHook(th::StopAtStepHookOptions{}); }),
             "One of num_steps or last_step must be specified.");
 }
 
