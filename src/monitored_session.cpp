@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include "trainhooks/errors.h"
+#include "trainhooks/checkpoint/saver.h"
+#include "trainhooks/hooks/checkpoint_saver_hook.h"
 #include "trainhooks/hooks/step_counter_hook.h"
 #include "trainhooks/hooks/summary_saver_hook.h"
 
@@ -15,7 +17,15 @@ ChiefSessionCreator::ChiefSessionCreator(Graph& graph, SessionCreatorOptions opt
 
 std::unique_ptr<Session> ChiefSessionCreator::create_session() {
   graph_.initialize();
-  return std::make_unique<Session>(graph_, options_.env);
+  auto session = std::make_unique<Session>(graph_, options_.env);
+  if (options_.checkpoint_filename_with_path.empty() && options_.checkpoint_dir.empty()) return session;
+  if (!saver_) saver_ = options_.saver ? options_.saver : std::make_shared<Saver>(graph_, SaverOptions{.env = options_.env});
+  if (!options_.checkpoint_filename_with_path.empty()) {
+    saver_->restore(*session, options_.checkpoint_filename_with_path);
+  } else {
+    saver_->restore_latest(*session, options_.checkpoint_dir);
+  }
+  return session;
 }
 
 WorkerSessionCreator::WorkerSessionCreator(Graph& graph, SessionCreatorOptions options)
@@ -270,13 +280,15 @@ const MonitoredTrainingSessionOptions& validate(const MonitoredTrainingSessionOp
   }
   if (!(o.max_wait_secs >= 0)) throw InvalidArgument(fmt::format("Invalid max_wait_secs: {}", o.max_wait_secs));
   if (o.max_to_keep && *o.max_to_keep < 0) throw InvalidArgument(fmt::format("Invalid max_to_keep: {}", *o.max_to_keep));
-  if (!o.checkpoint_dir.empty()) {
-    throw UnimplementedError(fmt::format(
-        "MonitoredTrainingSession: checkpoint_dir '{}' was given, but checkpoint saving and restoring "
-        "is not available in this version of trainhooks", o.checkpoint_dir));
-  }
-  if (o.save_checkpoint_secs || o.save_checkpoint_steps || o.max_to_keep || o.keep_checkpoint_every_n_hours) {
+  if (o.checkpoint_dir.empty() &&
+      (o.save_checkpoint_secs || o.save_checkpoint_steps || o.max_to_keep || o.keep_checkpoint_every_n_hours)) {
     throw InvalidArgument("MonitoredTrainingSession: checkpoint options were given without checkpoint_dir");
+  }
+  if (o.save_checkpoint_steps && *o.save_checkpoint_steps < 0) {
+    throw InvalidArgument(fmt::format("Invalid save_checkpoint_steps: {}", *o.save_checkpoint_steps));
+  }
+  if (o.save_checkpoint_secs && *o.save_checkpoint_secs < 0) {
+    throw InvalidArgument(fmt::format("Invalid save_checkpoint_secs: {}", *o.save_checkpoint_secs));
   }
   if ((o.save_summaries_secs || o.save_summaries_steps) && o.summary_dir.empty() && o.checkpoint_dir.empty()) {
     throw InvalidArgument("MonitoredTrainingSession: summary options were given without summary_dir or checkpoint_dir");
@@ -290,7 +302,17 @@ const MonitoredTrainingSessionOptions& validate(const MonitoredTrainingSessionOp
   return o;
 }
 
-Hooks training_hooks(const MonitoredTrainingSessionOptions& o) {
+// The chief's Saver, shared by the session creator (restore) and the CheckpointSaverHook (save)
+// so that retention has one list.
+std::shared_ptr<Saver> training_saver(Graph& graph, const MonitoredTrainingSessionOptions& o) {
+  if (!o.is_chief || o.checkpoint_dir.empty()) return nullptr;
+  SaverOptions options{.env = o.env};
+  if (o.max_to_keep) options.max_to_keep = *o.max_to_keep;
+  if (o.keep_checkpoint_every_n_hours) options.keep_checkpoint_every_n_hours = *o.keep_checkpoint_every_n_hours;
+  return std::make_shared<Saver>(graph, options);
+}
+
+Hooks training_hooks(const MonitoredTrainingSessionOptions& o, const std::shared_ptr<Saver>& saver) {
   if (!o.is_chief) return o.hooks;
   Hooks all = o.chief_only_hooks;
   const std::string& summary_dir = o.summary_dir.empty() ? o.checkpoint_dir : o.summary_dir;
@@ -308,19 +330,36 @@ Hooks training_hooks(const MonitoredTrainingSessionOptions& o) {
           .save_steps = steps, .save_secs = o.save_summaries_secs, .output_dir = summary_dir}));
     }
   }
+  if (!o.checkpoint_dir.empty()) {
+    std::optional<double> secs = o.save_checkpoint_secs;
+    if (!secs && !o.save_checkpoint_steps) secs = 600;
+    if ((secs && *secs > 0) || (o.save_checkpoint_steps && *o.save_checkpoint_steps > 0)) {
+      all.push_back(std::make_shared<CheckpointSaverHook>(
+          o.checkpoint_dir,
+          CheckpointSaverHookOptions{.save_secs = secs, .save_steps = o.save_checkpoint_steps, .saver = saver}));
+    }
+  }
   all.insert(all.end(), o.hooks.begin(), o.hooks.end());
   return all;
 }
 
-std::unique_ptr<SessionCreator> training_creator(Graph& graph, const MonitoredTrainingSessionOptions& o) {
-  if (o.is_chief) return std::make_unique<ChiefSessionCreator>(graph, SessionCreatorOptions{o.env});
-  return std::make_unique<WorkerSessionCreator>(graph, SessionCreatorOptions{o.env});
+std::unique_ptr<SessionCreator> training_creator(Graph& graph, const MonitoredTrainingSessionOptions& o,
+                                                 const std::shared_ptr<Saver>& saver) {
+  if (o.is_chief) {
+    return std::make_unique<ChiefSessionCreator>(
+        graph, SessionCreatorOptions{.env = o.env, .checkpoint_dir = o.checkpoint_dir, .saver = saver});
+  }
+  return std::make_unique<WorkerSessionCreator>(graph, SessionCreatorOptions{.env = o.env});
 }
 
 }  // namespace
 
 MonitoredTrainingSession::MonitoredTrainingSession(Graph& graph, MonitoredTrainingSessionOptions options)
-    : MonitoredSession(training_creator(graph, validate(options)), training_hooks(options),
+    : MonitoredTrainingSession(graph, options, training_saver(graph, validate(options))) {}
+
+MonitoredTrainingSession::MonitoredTrainingSession(Graph& graph, const MonitoredTrainingSessionOptions& options,
+                                                   std::shared_ptr<Saver> saver)
+    : MonitoredSession(training_creator(graph, options, saver), training_hooks(options, saver),
                        MonitoredSessionOptions{options.stop_grace_period_secs, options.env}) {}
 
 }  // namespace trainhooks

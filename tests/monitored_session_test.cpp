@@ -6,7 +6,10 @@
 
 #include "test_util.h"
 #include "trainhooks/errors.h"
+#include "trainhooks/checkpoint/saver.h"
 #include "trainhooks/hooks/stop_at_step_hook.h"
+#include "trainhooks/summary/event_reader.h"
+#include "trainhooks/summary/event_writer.h"
 #include "trainhooks/optimizers.h"
 
 namespace th = trainhooks;
@@ -357,10 +360,57 @@ TEST(MonitoredTrainingSessionTest, OptionErrorsAreClear) {
             "Can not provide both save_summaries_secs and save_summaries_steps.");
   EXPECT_EQ(th::testing::error_message([&] { th::MonitoredTrainingSession s(m.g, {.log_step_count_steps = -1}); }),
             "Invalid log_step_count_steps: -1");
-  EXPECT_THROW(th::MonitoredTrainingSession(m.g, {.checkpoint_dir = "/tmp/ckpt"}), th::UnimplementedError);
   EXPECT_EQ(th::testing::error_message([&] { th::MonitoredTrainingSession s(m.g, {.save_checkpoint_steps = 10}); }),
             "MonitoredTrainingSession: checkpoint options were given without checkpoint_dir");
   EXPECT_FALSE(m.g.finalized());  // nothing was built
+}
+
+TEST(MonitoredTrainingSessionTest, ChiefSavesAndARestartContinuesFromTheLatestCheckpoint) {
+  th::testing::TempDir dir;
+  th::testing::FakeEnv fake;
+  std::vector<float> w_after;
+  {
+    Model m;
+    auto stop = std::make_shared<th::StopAtStepHook>(th::StopAtStepHookOptions{.last_step = 5});
+    th::MonitoredTrainingSession sess(m.g, {.checkpoint_dir = dir.path(), .hooks = {stop}, .save_checkpoint_steps = 2,
+                                            .log_step_count_steps = 0, .env = fake.env()});
+    while (!sess.should_stop()) sess.run(m.train, m.feeds());
+    sess.close();
+    w_after.push_back(m.g.variable_value(m.w).item<float>());
+  }
+  // Saved at creation (0), every 2 steps, and at the end (5).
+  for (int step : {0, 2, 4, 5}) EXPECT_TRUE(th::Saver::checkpoint_exists(dir.file("model.ckpt-" + std::to_string(step)))) << step;
+  EXPECT_EQ(th::Saver::latest_checkpoint(dir.path()), dir.file("model.ckpt-5"));
+  auto saves = fake.log->messages(th::LogLevel::kInfo);
+  EXPECT_NE(std::find(saves.begin(), saves.end(), "Saving checkpoints for 5 into " + dir.file("model.ckpt") + "."), saves.end());
+  {
+    Model m;  // a new process: fresh graph, same checkpoint_dir
+    auto stop = std::make_shared<th::StopAtStepHook>(th::StopAtStepHookOptions{.num_steps = 3});
+    th::MonitoredTrainingSession sess(m.g, {.checkpoint_dir = dir.path(), .hooks = {stop}, .save_checkpoint_steps = 2,
+                                            .log_step_count_steps = 0, .env = fake.env()});
+    EXPECT_EQ(m.g.global_step_value(), 5);
+    EXPECT_EQ(m.g.variable_value(m.w).item<float>(), w_after[0]);
+    int runs = 0;
+    while (!sess.should_stop()) {
+      sess.run(m.train, m.feeds());
+      ++runs;
+    }
+    EXPECT_EQ(runs, 3);
+    EXPECT_EQ(m.g.global_step_value(), 8);
+  }
+  EXPECT_EQ(th::Saver::latest_checkpoint(dir.path()), dir.file("model.ckpt-8"));
+  // TensorBoard learns of every save through SessionLog CHECKPOINT in the checkpoint directory.
+  th::summary::EventWriter::for_logdir(dir.path())->flush();
+  std::vector<int64_t> checkpoint_steps;
+  for (const auto& e : th::summary::read_events(dir.path()))
+    if (e.session_log && e.session_log->status == th::summary::SessionStatus::kCheckpoint) checkpoint_steps.push_back(e.step);
+  EXPECT_EQ(checkpoint_steps, (std::vector<int64_t>{0, 2, 4, 5, 5, 7, 8}));
+}
+
+TEST(MonitoredTrainingSessionTest, CheckpointOptionsNeedACheckpointDir) {
+  Model m;
+  EXPECT_EQ(th::testing::error_message([&] { th::MonitoredTrainingSession s(m.g, {.max_to_keep = 3}); }),
+            "MonitoredTrainingSession: checkpoint options were given without checkpoint_dir");
 }
 
 }  // namespace

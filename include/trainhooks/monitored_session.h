@@ -41,11 +41,22 @@ class SessionCreator {
   virtual std::unique_ptr<Session> create_session() = 0;
 };
 
+class Saver;
+
 struct SessionCreatorOptions {
   Env env;
+  // Chief only: restore the newest checkpoint listed in this directory, if any (a corrupt one
+  // falls back to the previous one; none usable while some are listed is a DataLossError).
+  std::string checkpoint_dir;
+  // Chief only: restore exactly this checkpoint (takes precedence over checkpoint_dir).
+  std::string checkpoint_filename_with_path;
+  // The Saver that restores; null: one made on the graph when needed.
+  std::shared_ptr<Saver> saver;
 };
 
-// Initialises the graph's state (variables, global step, optimizers, inputs) for each new session.
+// Initialises the graph's state (variables, global step, optimizers, inputs) for each new session,
+// then restores a checkpoint when one is configured and exists, so training continues where it
+// stopped.
 class ChiefSessionCreator : public SessionCreator {
  public:
   explicit ChiefSessionCreator(Graph& graph, SessionCreatorOptions options = {});
@@ -55,6 +66,7 @@ class ChiefSessionCreator : public SessionCreator {
  private:
   Graph& graph_;
   SessionCreatorOptions options_;
+  std::shared_ptr<Saver> saver_;
 };
 
 // A worker's session: the state is not initialised by the worker (the chief's state reaches it
@@ -176,7 +188,8 @@ class SingularMonitoredSession : public MonitoredSession {
 
 struct MonitoredTrainingSessionOptions {
   bool is_chief = true;
-  // Checkpoints: restored at creation and saved periodically (see CheckpointSaverHook).
+  // Checkpoints: the chief restores the newest one at creation and after a recovery, and its
+  // CheckpointSaverHook saves `model.ckpt-<step>` here (see hooks/checkpoint_saver_hook.h).
   std::string checkpoint_dir;
   Hooks hooks;
   Hooks chief_only_hooks;
@@ -204,6 +217,10 @@ struct MonitoredTrainingSessionOptions {
 class MonitoredTrainingSession : public MonitoredSession {
  public:
   MonitoredTrainingSession(Graph& graph, MonitoredTrainingSessionOptions options = {});
+
+ private:
+  MonitoredTrainingSession(Graph& graph, const MonitoredTrainingSessionOptions& options,
+                           std::shared_ptr<Saver> saver);
 };
 
 }  // namespace trainhooks

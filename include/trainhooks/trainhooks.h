@@ -8,6 +8,7 @@
 #include "trainhooks/errors.h"
 #include "trainhooks/graph.h"
 #include "trainhooks/hook.h"
+#include "trainhooks/hooks/checkpoint_saver_hook.h"
 #include "trainhooks/hooks/feed_fn_hook.h"
 #include "trainhooks/hooks/final_ops_hook.h"
 #include "trainhooks/hooks/global_step_waiter_hook.h"

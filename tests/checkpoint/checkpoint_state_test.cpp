@@ -1,0 +1,147 @@
+#include "trainhooks/checkpoint/checkpoint_state.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "test_util.h"
+#include "trainhooks/errors.h"
+
+namespace th = trainhooks;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+TEST(CheckpointStateTest, PrintsProtobufTextFormatInFieldOrder) {
+  th::CheckpointState s;
+  s.model_checkpoint_path = "/r/model.ckpt-20";
+  s.all_model_checkpoint_paths = {"/r/model.ckpt-10", "/r/model.ckpt-20"};
+  s.all_model_checkpoint_timestamps = {1484695987.209386, 1000000000.0};
+  s.last_preserved_timestamp = 1e9 - 1;
+  EXPECT_EQ(th::checkpoint_state_to_text(s),
+            "model_checkpoint_path: \"/r/model.ckpt-20\"\n"
+            "all_model_checkpoint_paths: \"/r/model.ckpt-10\"\n"
+            "all_model_checkpoint_paths: \"/r/model.ckpt-20\"\n"
+            "all_model_checkpoint_timestamps: 1484695987.209386\n"
+            "all_model_checkpoint_timestamps: 1000000000.0\n"
+            "last_preserved_timestamp: 999999999.0\n");
+}
+
+TEST(CheckpointStateTest, LeavesOutZeroAndEmptyFields) {
+  th::CheckpointState s;
+  s.model_checkpoint_path = "model.ckpt";
+  s.all_model_checkpoint_paths = {"model.ckpt"};
+  EXPECT_EQ(th::checkpoint_state_to_text(s),
+            "model_checkpoint_path: \"model.ckpt\"\nall_model_checkpoint_paths: \"model.ckpt\"\n");
+}
+
+TEST(CheckpointStateTest, EscapesAndParsesBackEveryByte) {
+  th::CheckpointState s;
+  std::string odd = "a\"b'c\\d\ne\tf\x01g\xc3\xa9";
+  s.model_checkpoint_path = odd;
+  s.all_model_checkpoint_paths = {odd};
+  s.all_model_checkpoint_timestamps = {0.1};
+  const std::string text = th::checkpoint_state_to_text(s);
+  EXPECT_NE(text.find(R"(a\"b\'c\\d\ne\tf\001g\303\251)"), std::string::npos) << text;
+  EXPECT_EQ(th::parse_checkpoint_state(text), s);
+}
+
+TEST(CheckpointStateTest, ParsesWhatOtherWritersProduce) {
+  // Any field order, comments, single quotes, adjacent strings, integers and exponents.
+  auto s = th::parse_checkpoint_state(
+      "# written by hand\n"
+      "all_model_checkpoint_paths: 'model.ckpt-1'\n"
+      "all_model_checkpoint_paths: \"model.\" \"ckpt-2\"\n"
+      "model_checkpoint_path: \"model.ckpt-2\"\n"
+      "all_model_checkpoint_timestamps: 1\n"
+      "all_model_checkpoint_timestamps: 1.5e9\n");
+  EXPECT_EQ(s.model_checkpoint_path, "model.ckpt-2");
+  EXPECT_EQ(s.all_model_checkpoint_paths,
+            (std::vector<std::string>{"model.ckpt-1", "model.ckpt-2"}));
+  EXPECT_EQ(s.all_model_checkpoint_timestamps, (std::vector<double>{1.0, 1.5e9}));
+  EXPECT_EQ(s.last_preserved_timestamp, 0.0);
+}
+
+TEST(CheckpointStateTest, RejectsWhatIsNotACheckpointState) {
+  for (const char* bad :
+       {"model_checkpoint_path: \"a\"\nbogus_field: 1\n", "model_checkpoint_path \"a\"\n",
+        "model_checkpoint_path: \"unterminated\n", "all_model_checkpoint_paths: \"a\"\n",
+        "model_checkpoint_path: \"a\"\nall_model_checkpoint_timestamps: abc\n", ""}) {
+    try {
+      th::parse_checkpoint_state(bad, "/r/checkpoint");
+      ADD_FAILURE() << "parsed: " << bad;
+    } catch (const th::DataLossError& e) {
+      EXPECT_NE(std::string(e.what()).find("/r/checkpoint"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(CheckpointStateTest, AbsoluteDirectoryKeepsPathsAsGiven) {
+  th::testing::TempDir dir;
+  th::CheckpointState s;
+  s.model_checkpoint_path = dir.file("model.ckpt-2");
+  s.all_model_checkpoint_paths = {dir.file("model.ckpt-1")};  // the latest is appended
+  th::update_checkpoint_state(dir.path(), s);
+  EXPECT_EQ(read_text(dir.file("checkpoint")),
+            "model_checkpoint_path: \"" + dir.file("model.ckpt-2") + "\"\n" +
+                "all_model_checkpoint_paths: \"" + dir.file("model.ckpt-1") + "\"\n" +
+                "all_model_checkpoint_paths: \"" + dir.file("model.ckpt-2") + "\"\n");
+  auto back = th::get_checkpoint_state(dir.path());
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->model_checkpoint_path, dir.file("model.ckpt-2"));
+  EXPECT_EQ(back->all_model_checkpoint_paths.size(), 2u);
+}
+
+TEST(CheckpointStateTest, RelativePathsAreRelativeToTheDirectoryAndJoinedOnRead) {
+  th::testing::TempDir dir;
+  th::CheckpointState s;
+  s.model_checkpoint_path = dir.file("model.ckpt-1");
+  th::update_checkpoint_state(dir.path(), s, /*save_relative_paths=*/true);
+  EXPECT_EQ(
+      read_text(dir.file("checkpoint")),
+      "model_checkpoint_path: \"model.ckpt-1\"\nall_model_checkpoint_paths: \"model.ckpt-1\"\n");
+  EXPECT_EQ(th::get_checkpoint_state(dir.path())->model_checkpoint_path, dir.file("model.ckpt-1"));
+
+  // A relative directory: paths (relative to the working directory) are rewritten relative to it.
+  const std::string rel_dir = fs::path(dir.path()).lexically_relative(fs::current_path()).string();
+  ASSERT_FALSE(fs::path(rel_dir).is_absolute());
+  s.model_checkpoint_path = rel_dir + "/model.ckpt-7";
+  th::update_checkpoint_state(rel_dir, s);
+  EXPECT_EQ(
+      read_text(dir.file("checkpoint")),
+      "model_checkpoint_path: \"model.ckpt-7\"\nall_model_checkpoint_paths: \"model.ckpt-7\"\n");
+  EXPECT_EQ(th::get_checkpoint_state(rel_dir)->model_checkpoint_path, rel_dir + "/model.ckpt-7");
+}
+
+TEST(CheckpointStateTest, MissingFileIsNulloptAndGarbageIsDataLoss) {
+  th::testing::TempDir dir;
+  EXPECT_FALSE(th::get_checkpoint_state(dir.path()));
+  write_text(dir.file("checkpoint"), "\x89PNG garbage");
+  EXPECT_THROW(th::get_checkpoint_state(dir.path()), th::DataLossError);
+}
+
+TEST(CheckpointStateTest, UpdateRejectsBadStates) {
+  th::testing::TempDir dir;
+  th::CheckpointState s;
+  EXPECT_THROW(th::update_checkpoint_state(dir.path(), s), th::InvalidArgument);
+  s.model_checkpoint_path = dir.file("checkpoint");
+  EXPECT_THROW(th::update_checkpoint_state(dir.path(), s), th::InvalidArgument);
+  s.model_checkpoint_path = dir.file("m-1");
+  s.all_model_checkpoint_timestamps = {1, 2};
+  EXPECT_THROW(th::update_checkpoint_state(dir.path(), s), th::InvalidArgument);
+  EXPECT_FALSE(fs::exists(dir.file("checkpoint")));
+}
+
+}  // namespace

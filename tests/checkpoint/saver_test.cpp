@@ -1,0 +1,611 @@
+#include "trainhooks/checkpoint/saver.h"
+
+#include <ATen/ATen.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <torch/nn/modules/linear.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "test_util.h"
+#include "trainhooks/checkpoint/checkpoint_state.h"
+#include "trainhooks/errors.h"
+#include "trainhooks/graph.h"
+#include "trainhooks/input.h"
+#include "trainhooks/optimizers.h"
+#include "trainhooks/session.h"
+
+namespace th = trainhooks;
+namespace fs = std::filesystem;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+namespace {
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+struct Counter : th::StateProvider {
+  int value = 0;
+  std::string save_state() const override { return std::to_string(value); }
+  void load_state(std::string_view bytes) override { value = std::stoi(std::string(bytes)); }
+};
+
+// A module, an Adam train op, a shuffled endless input and a registered counter.
+struct Model {
+  explicit Model(int64_t seed = 1) {
+    torch::manual_seed(seed);  // different module initialisations for different seeds
+    net = torch::nn::Linear(3, 2);
+    g.add_module("net", net);
+    auto xs = torch::arange(48, torch::kFloat).reshape({16, 3}) / 20;
+    auto ys = torch::stack({xs.sum(1), xs.select(1, 0) - xs.select(1, 2)}, 1);
+    batch = g.input("data", th::tensor_source({xs, ys}, {"x", "y"}),
+                    {.batch_size = 3, .shuffle = true, .seed = 5, .num_epochs = 0});
+    auto n = net.ptr();  // a shared_ptr: forward() is non-const
+    auto b = batch;
+    loss =
+        g.op("loss", [=](th::Run& r) { return (n->forward(r[b[0]]) - r[b[1]]).square().mean(); });
+    train = g.minimize("train", loss, th::adam(0.05));
+    g.register_state("test/counter", &counter);
+  }
+  void steps(th::Session& s, int n) {
+    for (int i = 0; i < n; ++i) s.run({train});
+  }
+  std::vector<at::Tensor> values() const {
+    std::vector<at::Tensor> out;
+    for (th::Node v : g.variables()) out.push_back(g.variable_value(v).detach().clone());
+    return out;
+  }
+
+  th::Graph g;
+  torch::nn::Linear net{nullptr};
+  th::InputNodes batch;
+  th::Node loss, train;
+  Counter counter;
+};
+
+void expect_same(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i])) << "variable " << i;
+}
+
+template <typename E, typename Fn>
+std::string message_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const E& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return std::string("wrong exception type: ") + e.what();
+  }
+  return "<no exception>";
+}
+
+class SaverTest : public ::testing::Test {
+ protected:
+  th::SaverOptions options(int max_to_keep = 5) {
+    return {.max_to_keep = max_to_keep, .env = fe.env()};
+  }
+  std::vector<std::string> warnings() const { return fe.log->messages(th::LogLevel::kWarning); }
+
+  th::testing::FakeEnv fe;
+  th::testing::TempDir dir;
+};
+
+TEST_F(SaverTest, SaveWritesNamedFilesAndTheStateFile) {
+  Model m;
+  th::Session s(m.g);
+  th::Saver saver(m.g, options());
+  const std::string prefix = dir.file("model.ckpt");
+  EXPECT_EQ(saver.save(s, prefix, 0), prefix + "-0");
+  fe.clock->advance(10.5);
+  m.steps(s, 2);
+  EXPECT_EQ(saver.save(s, prefix, m.g.global_step_value()), prefix + "-2");
+  for (const char* f :
+       {"model.ckpt-0", "model.ckpt-0.trainstate", "model.ckpt-2", "model.ckpt-2.trainstate"}) {
+    EXPECT_TRUE(fs::is_regular_file(dir.file(f))) << f;
+  }
+  EXPECT_EQ(read_bytes(dir.file("checkpoint")),
+            "model_checkpoint_path: \"" + prefix + "-2\"\n" + "all_model_checkpoint_paths: \"" +
+                prefix + "-0\"\n" + "all_model_checkpoint_paths: \"" + prefix + "-2\"\n" +
+                "all_model_checkpoint_timestamps: 1000000000.0\n" +
+                "all_model_checkpoint_timestamps: 1000000010.5\n");
+  EXPECT_THAT(saver.last_checkpoints(dir.path()), ElementsAre(prefix + "-0", prefix + "-2"));
+  EXPECT_EQ(th::Saver::latest_checkpoint(dir.path()), prefix + "-2");
+  // No temporary files are left behind.
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(dir.path())) files += e.is_regular_file();
+  EXPECT_EQ(files, 5);
+}
+
+TEST_F(SaverTest, SaveWithoutAStepUsesThePrefixAndSameStepReplacesItsEntry) {
+  Model m;
+  th::Session s(m.g);
+  th::Saver saver(m.g, options());
+  const std::string prefix = dir.file("model.ckpt");
+  EXPECT_EQ(saver.save(s, prefix, std::nullopt), prefix);
+  saver.save(s, prefix, 1);
+  saver.save(s, prefix, 2);
+  saver.save(s, prefix, 1);
+  EXPECT_THAT(saver.last_checkpoints(dir.path()),
+              ElementsAre(prefix, prefix + "-2", prefix + "-1"));
+  auto state = th::get_checkpoint_state(dir.path());
+  ASSERT_TRUE(state);
+  EXPECT_EQ(state->model_checkpoint_path, prefix + "-1");
+  EXPECT_THAT(state->all_model_checkpoint_paths, ElementsAre(prefix, prefix + "-2", prefix + "-1"));
+}
+
+TEST_F(SaverTest, RestoreIntoAFreshGraphIsBitIdenticalAndTrainingContinuesIdentically) {
+  Model a(1);
+  th::Session sa(a.g);
+  a.steps(sa, 5);  // Adam moments, global step 5, input mid-epoch
+  a.counter.value = 42;
+  th::Saver saver_a(a.g, options());
+  const std::string path = saver_a.save(sa, dir.file("model.ckpt"), a.g.global_step_value());
+
+  Model b(2);
+  th::Session sb(b.g);
+  ASSERT_FALSE(torch::equal(a.values()[0], b.values()[0]));
+  th::Saver(b.g, options()).restore(sb, path);
+  EXPECT_THAT(fe.log->messages(), ElementsAre("Restoring parameters from " + path));
+  expect_same(a.values(), b.values());
+  EXPECT_EQ(b.g.global_step_value(), 5);
+  EXPECT_EQ(b.g.input_position(b.batch[0]), a.g.input_position(a.batch[0]));
+  EXPECT_EQ(b.g.input_position(b.batch[0]), (th::InputPosition{0, 15}));
+  EXPECT_EQ(b.counter.value, 42);
+
+  // One more step in both: equal only if the Adam moments and step counts were restored too.
+  a.steps(sa, 3);
+  b.steps(sb, 3);
+  expect_same(a.values(), b.values());
+  EXPECT_EQ(b.g.global_step_value(), 8);
+  EXPECT_TRUE(warnings().empty()) << ::testing::PrintToString(warnings());
+}
+
+TEST_F(SaverTest, RestoreOverTrainedStateResetsOptimizerStateAndLearningRate) {
+  Model a;
+  th::Session sa(a.g);
+  th::Saver saver(a.g, options());
+  const auto initial = a.values();
+  const std::string path = saver.save(sa, dir.file("model.ckpt"), 0);  // no optimizer state yet
+  a.steps(sa, 4);
+  th::set_learning_rate(a.g.optimizer(a.train), 0.5);
+  saver.restore(sa, path);
+  expect_same(a.values(), initial);
+  EXPECT_EQ(a.g.global_step_value(), 0);
+  EXPECT_TRUE(a.g.optimizer(a.train).state().empty());
+  EXPECT_DOUBLE_EQ(th::learning_rate(a.g.optimizer(a.train)), 0.05);
+}
+
+TEST_F(SaverTest, RngStateIsSavedAndRestored) {
+  Model m;
+  th::Session s(m.g);
+  th::Saver saver(m.g, options());
+  torch::manual_seed(123);
+  const std::string path = saver.save(s, dir.file("model.ckpt"), 0);
+  const at::Tensor after_save = torch::rand({6});
+  torch::rand({100});  // move the generator on
+  saver.restore(s, path);
+  EXPECT_TRUE(torch::equal(torch::rand({6}), after_save));
+}
+
+TEST_F(SaverTest, StateProviderKeysMissingFromEitherSideAreHandled) {
+  Model a;
+  Counter gone;
+  gone.value = 9;
+  a.g.register_state("test/gone", &gone);
+  a.counter.value = 3;
+  th::Session sa(a.g);
+  const std::string path = th::Saver(a.g, options()).save(sa, dir.file("model.ckpt"), 0);
+
+  Model b;
+  Counter added;
+  added.value = 77;
+  b.g.register_state("test/added", &added);
+  th::Session sb(b.g);
+  th::Saver(b.g, options()).restore(sb, path);
+  EXPECT_EQ(b.counter.value, 3);
+  EXPECT_EQ(added.value, 77);  // not in the file: left as it is
+  EXPECT_THAT(warnings(), ElementsAre(HasSubstr("Ignoring state 'test/gone'")));
+}
+
+TEST_F(SaverTest, AProviderThatRejectsItsBytesChangesNothing) {
+  struct Picky : th::StateProvider {
+    std::string save_state() const override { return "x"; }
+    void load_state(std::string_view) override { throw th::InvalidArgument("picky refuses"); }
+  } picky;
+  Model m;
+  m.g.register_state("test/z_picky", &picky);
+  th::Session s(m.g);
+  th::Saver saver(m.g, options());
+  m.counter.value = 1;
+  const std::string path = saver.save(s, dir.file("model.ckpt"), 0);
+  m.steps(s, 2);
+  m.counter.value = 2;
+  const auto before = m.values();
+  EXPECT_THAT(message_of<th::InvalidArgument>([&] { saver.restore(s, path); }),
+              AllOf(HasSubstr("test/z_picky"), HasSubstr("picky refuses")));
+  expect_same(m.values(), before);
+  EXPECT_EQ(m.g.global_step_value(), 2);
+  EXPECT_EQ(m.counter.value, 2);  // loaded, then rolled back
+}
+
+TEST_F(SaverTest, MaxToKeepDeletesTheOldestAndRewritesTheStateFile) {
+  Model m;
+  th::Session s(m.g);
+  th::Saver saver(m.g, options(2));
+  const std::string prefix = dir.file("model.ckpt");
+  for (int step = 0; step < 4; ++step) saver.save(s, prefix, step);
+  for (int step : {0, 1}) {
+    EXPECT_FALSE(fs::exists(prefix + "-" + std::to_string(step)));
+    EXPECT_FALSE(fs::exists(prefix + "-" + std::to_string(step) + ".trainstate"));
+  }
+  for (int step : {2, 3})
+    EXPECT_TRUE(th::Saver::checkpoint_exists(prefix + "-" + std::to_string(step)));
+  auto state = th::get_checkpoint_state(dir.path());
+  EXPECT_THAT(state->all_model_checkpoint_paths, ElementsAre(prefix + "-2", prefix + "-3"));
+  EXPECT_EQ(state->all_model_checkpoint_timestamps.size(), 2u);
+}
+
+TEST_F(SaverTest, MaxToKeepZeroKeepsEverything) {
+  Model m;
+  th::Session s(m.g);
+  th::Saver saver(m.g, options(0));
+  const std::string prefix = dir.file("model.ckpt");
+  for (int step = 0; step < 7; ++step) saver.save(s, prefix, step);
+  for (int step = 0; step < 7; ++step)
+    EXPECT_TRUE(th::Saver::checkpoint_exists(prefix + "-" + std::to_string(step)));
+  EXPECT_EQ(th::get_checkpoint_state(dir.path())->all_model_checkpoint_paths.size(), 7u);
+}
+
+TEST_F(SaverTest, HoursRuleKeepsOneCheckpointPerPeriod) {
+  Model m;
+  th::Session s(m.g);
+  auto o = options(2);
+  o.keep_checkpoint_every_n_hours = 1;
+  th::Saver saver(m.g, o);  // created at T: the first kept one must be written after T + 3600
+  const std::string prefix = dir.file("model.ckpt");
+  const double t0 = fe.clock->wall_seconds();
+  auto save_at = [&](int step, double t) {
+    fe.clock->advance(t0 + t - fe.clock->wall_seconds());
+    saver.save(s, prefix, step);
+  };
+  save_at(1, 1000);
+  save_at(2, 4000);
+  save_at(3, 5000);  // drops 1 (written before T + 3600): deleted
+  save_at(4, 6000);  // drops 2 (written after T + 3600): kept; the next one after T + 7200
+  save_at(5, 8000);  // drops 3 (written before T + 7200): deleted
+  EXPECT_FALSE(fs::exists(prefix + "-1"));
+  EXPECT_TRUE(th::Saver::checkpoint_exists(prefix + "-2"));
+  EXPECT_FALSE(fs::exists(prefix + "-3"));
+  EXPECT_EQ(read_bytes(dir.file("checkpoint")),
+            "model_checkpoint_path: \"" + prefix + "-5\"\n" + "all_model_checkpoint_paths: \"" +
+                prefix + "-4\"\n" + "all_model_checkpoint_paths: \"" + prefix + "-5\"\n" +
+                "all_model_checkpoint_timestamps: 1000006000.0\n" +
+                "all_model_checkpoint_timestamps: 1000008000.0\n" +
+                "last_preserved_timestamp: 1000004000.0\n");
+}
+
+TEST_F(SaverTest, RetentionContinuesWhenANewSaverReadsTheStateFile) {
+  Model m;
+  th::Session s(m.g);
+  const std::string prefix = dir.file("model.ckpt");
+  {
+    th::Saver first(m.g, options(2));
+    first.save(s, prefix, 1);
+    fe.clock->advance(1);
+    first.save(s, prefix, 2);
+  }
+  fe.clock->advance(1);
+  th::Saver second(m.g, options(2));
+  second.save(s, prefix, 3);
+  EXPECT_FALSE(fs::exists(prefix + "-1"));
+  EXPECT_TRUE(th::Saver::checkpoint_exists(prefix + "-2"));
+  EXPECT_THAT(second.last_checkpoints(dir.path()), ElementsAre(prefix + "-2", prefix + "-3"));
+  auto state = th::get_checkpoint_state(dir.path());
+  EXPECT_THAT(state->all_model_checkpoint_timestamps, ElementsAre(1000000001.0, 1000000002.0));
+}
+
+TEST_F(SaverTest, LatestCheckpointNeedsTheListedFiles) {
+  Model m;
+  th::Session s(m.g);
+  EXPECT_EQ(th::Saver::latest_checkpoint(dir.path(), fe.env()), std::nullopt);
+  const std::string path = th::Saver(m.g, options()).save(s, dir.file("model.ckpt"), 3);
+  EXPECT_EQ(th::Saver::latest_checkpoint(dir.path(), fe.env()), path);
+  fs::remove(path + ".trainstate");
+  EXPECT_EQ(th::Saver::latest_checkpoint(dir.path(), fe.env()), std::nullopt);
+  EXPECT_THAT(fe.log->messages(th::LogLevel::kError),
+              ElementsAre("Couldn't match files for checkpoint " + path));
+  fs::remove(path);
+  EXPECT_EQ(th::Saver::latest_checkpoint(dir.path(), fe.env()), std::nullopt);
+}
+
+TEST_F(SaverTest, RestoreLatestFallsBackFromATruncatedCheckpoint) {
+  Model m;
+  th::Session s(m.g);
+  th::Saver saver(m.g, options());
+  const std::string prefix = dir.file("model.ckpt");
+  m.steps(s, 1);
+  const auto at_1 = m.values();
+  saver.save(s, prefix, 1);
+  m.steps(s, 1);
+  saver.save(s, prefix, 2);
+  m.steps(s, 3);
+  const std::string bytes = read_bytes(prefix + "-2");
+  write_bytes(prefix + "-2", bytes.substr(0, bytes.size() / 2));
+
+  th::Saver restorer(m.g, options());
+  EXPECT_EQ(restorer.restore_latest(s, dir.path()), prefix + "-1");
+  expect_same(m.values(), at_1);
+  EXPECT_EQ(m.g.global_step_value(), 1);
+  EXPECT_THAT(warnings(),
+              ElementsAre(AllOf(HasSubstr("Checkpoint " + prefix + "-2 cannot be restored"),
+                                HasSubstr("truncated"), HasSubstr("Falling back"))));
+  EXPECT_THAT(fe.log->messages(), ElementsAre("Restoring parameters from " + prefix + "-2",
+                                              "Restoring parameters from " + prefix + "-1"));
+  // Retention goes on with what the state file listed.
+  EXPECT_THAT(restorer.last_checkpoints(dir.path()), ElementsAre(prefix + "-1", prefix + "-2"));
+}
+
+TEST_F(SaverTest, RestoreLatestFallsBackFromAMissingCheckpoint) {
+  Model m;
+  th::Session s(m.g);
+  th::Saver saver(m.g, options());
+  const std::string prefix = dir.file("model.ckpt");
+  saver.save(s, prefix, 1);
+  saver.save(s, prefix, 2);
+  fs::remove(prefix + "-2.trainstate");
+  EXPECT_EQ(saver.restore_latest(s, dir.path()), prefix + "-1");
+  EXPECT_THAT(warnings(), ElementsAre(HasSubstr("does not exist")));
+}
+
+TEST_F(SaverTest, RestoreLatestRefusesToStartAfreshWhenNothingListedIsUsable) {
+  Model m;
+  th::Session s(m.g);
+  th::Saver saver(m.g, options());
+  const std::string prefix = dir.file("model.ckpt");
+  saver.save(s, prefix, 1);
+  saver.save(s, prefix, 2);
+  for (const char* f : {"model.ckpt-1", "model.ckpt-2.trainstate"}) {
+    const std::string bytes = read_bytes(dir.file(f));
+    write_bytes(dir.file(f), bytes.substr(0, bytes.size() - 1));
+  }
+  m.steps(s, 2);
+  const auto before = m.values();
+  EXPECT_THAT(message_of<th::DataLossError>([&] { saver.restore_latest(s, dir.path()); }),
+              AllOf(HasSubstr("None of the 2 checkpoint(s)"), HasSubstr(dir.file("checkpoint"))));
+  EXPECT_EQ(warnings().size(), 2u);
+  expect_same(m.values(), before);
+  EXPECT_EQ(m.g.global_step_value(), 2);
+}
+
+TEST_F(SaverTest, RestoreLatestWithNoStateFileIsNullopt) {
+  Model m;
+  th::Session s(m.g);
+  EXPECT_EQ(th::Saver(m.g, options()).restore_latest(s, dir.path()), std::nullopt);
+  write_bytes(dir.file("checkpoint"), "not a checkpoint state\n");
+  EXPECT_THROW(th::Saver(m.g, options()).restore_latest(s, dir.path()), th::DataLossError);
+}
+
+TEST_F(SaverTest, EveryFlippedByteIsDataLossAndChangesNothing) {
+  Model m;
+  th::Session s(m.g);
+  th::Saver saver(m.g, options());
+  const std::string path = saver.save(s, dir.file("model.ckpt"), 0);
+  m.steps(s, 2);
+  const auto before = m.values();
+  for (const std::string& file : {path, path + ".trainstate"}) {
+    const std::string good = read_bytes(file);
+    ASSERT_GT(good.size(), 100u);
+    int checked = 0;
+    for (size_t i = 0; i < good.size(); i += (i < 64 || i + 64 > good.size()) ? 1 : 13) {
+      std::string bad = good;
+      bad[i] = static_cast<char>(bad[i] ^ 0x20);
+      write_bytes(file, bad);
+      const std::string msg = message_of<th::DataLossError>([&] { saver.restore(s, path); });
+      ASSERT_THAT(msg, HasSubstr("'" + file + "'")) << "byte " << i;
+      ++checked;
+    }
+    write_bytes(file, good);
+    EXPECT_GT(checked, 100);
+  }
+  expect_same(m.values(), before);
+  EXPECT_EQ(m.g.global_step_value(), 2);
+  saver.restore(s, path);  // intact again
+  EXPECT_EQ(m.g.global_step_value(), 0);
+}
+
+TEST_F(SaverTest, TruncatedOrExtendedFilesAreDataLoss) {
+  Model m;
+  th::Session s(m.g);
+  th::Saver saver(m.g, options());
+  const std::string path = saver.save(s, dir.file("model.ckpt"), 0);
+  for (const std::string& file : {path, path + ".trainstate"}) {
+    const std::string good = read_bytes(file);
+    for (size_t keep : {size_t{0}, size_t{10}, good.size() - 1}) {
+      write_bytes(file, good.substr(0, keep));
+      EXPECT_THAT(message_of<th::DataLossError>([&] { saver.restore(s, path); }), HasSubstr(file));
+    }
+    write_bytes(file, good + "x");
+    EXPECT_THAT(message_of<th::DataLossError>([&] { saver.restore(s, path); }), HasSubstr(file));
+    write_bytes(file, good);
+  }
+  fs::remove(path);
+  EXPECT_THAT(message_of<th::NotFoundError>([&] { saver.restore(s, path); }), HasSubstr(path));
+}
+
+TEST_F(SaverTest, MismatchedVariablesAreNamed) {
+  th::Graph a;
+  a.variable("w", torch::ones({2}));
+  a.variable("v", torch::ones({1}));
+  th::Session sa(a);
+  const std::string path = th::Saver(a, options()).save(sa, dir.file("model.ckpt"), 0);
+
+  th::Graph shape;
+  shape.variable("w", torch::ones({3}));
+  th::Session s1(shape);
+  EXPECT_THAT(
+      message_of<th::InvalidArgument>([&] { th::Saver(shape, options()).restore(s1, path); }),
+      AllOf(HasSubstr("'w'"), HasSubstr("shape [2]"), HasSubstr("shape [3]")));
+
+  th::Graph dtype;
+  dtype.variable("w", torch::ones({2}, torch::kDouble));
+  th::Session s2(dtype);
+  EXPECT_THAT(
+      message_of<th::InvalidArgument>([&] { th::Saver(dtype, options()).restore(s2, path); }),
+      AllOf(HasSubstr("'w'"), HasSubstr("Double")));
+
+  th::Graph missing;
+  missing.variable("u", torch::ones({2}));
+  th::Session s3(missing);
+  EXPECT_THAT(
+      message_of<th::NotFoundError>([&] { th::Saver(missing, options()).restore(s3, path); }),
+      HasSubstr("Variable 'u'"));
+  EXPECT_TRUE(torch::equal(missing.variable_value(missing.find("u")), torch::ones({2})));
+}
+
+TEST_F(SaverTest, AnOptimizerStateOfAnotherKindIsRejected) {
+  Model a;
+  th::Session sa(a.g);
+  a.steps(sa, 1);
+  const std::string path = th::Saver(a.g, options()).save(sa, dir.file("model.ckpt"), 1);
+
+  th::Graph b;
+  auto net = torch::nn::Linear(3, 2);
+  b.add_module("net", net);
+  auto loss = b.op("loss", [=](th::Run& r) { return net->weight.sum(); });
+  auto train = b.minimize("train", loss, th::sgd(0.1, {.momentum = 0.9}));
+  th::Session sb(b);
+  sb.run({train});
+  const auto before = b.variable_value(b.find("net/weight")).clone();
+  EXPECT_THAT(message_of<th::InvalidArgument>([&] { th::Saver(b, options()).restore(sb, path); }),
+              AllOf(HasSubstr("train op 'train'"), HasSubstr("sgd")));
+  EXPECT_TRUE(torch::equal(b.variable_value(b.find("net/weight")), before));
+}
+
+TEST_F(SaverTest, BadArgumentsAreNamed) {
+  Model m;
+  th::Session s(m.g);
+  th::Saver saver(m.g, options());
+  for (double hours : {0.0, -1.0, std::nan("")}) {
+    auto o = options();
+    o.keep_checkpoint_every_n_hours = hours;
+    EXPECT_THAT(message_of<th::InvalidArgument>([&] { th::Saver(m.g, o); }),
+                HasSubstr("keep_checkpoint_every_n_hours"));
+  }
+  EXPECT_THAT(message_of<th::InvalidArgument>([&] { saver.save(s, "", 1); }),
+              HasSubstr("save_path_prefix"));
+  EXPECT_THAT(message_of<th::InvalidArgument>([&] { saver.save(s, dir.path() + "/", 1); }),
+              HasSubstr("save_path_prefix"));
+  EXPECT_THAT(message_of<th::InvalidArgument>([&] { saver.save(s, dir.file("model.ckpt"), -1); }),
+              HasSubstr("global_step -1"));
+  EXPECT_THAT(
+      message_of<th::InvalidArgument>([&] { saver.save(s, dir.file("checkpoint"), std::nullopt); }),
+      HasSubstr("collides"));
+  th::Graph other;
+  other.variable("w", torch::ones({1}));
+  th::Session other_session(other);
+  EXPECT_THROW(saver.save(other_session, dir.file("model.ckpt"), 1), th::InvalidArgument);
+  EXPECT_THROW(saver.restore(other_session, dir.file("model.ckpt-1")), th::InvalidArgument);
+  EXPECT_THAT(message_of<th::NotFoundError>([&] { saver.restore(s, dir.file("nothing-1")); }),
+              HasSubstr(dir.file("nothing-1")));
+}
+
+TEST_F(SaverTest, WriteErrorsNameThePath) {
+  Model m;
+  th::Session s(m.g);
+  th::Saver saver(m.g, options());
+  const std::string missing = dir.file("no/such/dir/model.ckpt");
+  EXPECT_THAT(message_of<th::NotFoundError>([&] { saver.save(s, missing, 1); }),
+              HasSubstr("Parent directory of " + missing + " doesn't exist, can't save."));
+  // A directory that refuses new files even to root.
+  const std::string refusing = "/proc/self/model.ckpt";
+  EXPECT_THAT(message_of<th::Error>([&] { saver.save(s, refusing, 1); }),
+              HasSubstr("Cannot write checkpoint file '/proc/self/model.ckpt-1'"));
+  if (::geteuid() != 0) {
+    fs::create_directories(dir.file("ro"));
+    fs::permissions(dir.file("ro"), fs::perms::owner_read | fs::perms::owner_exec);
+    EXPECT_THAT(message_of<th::Error>([&] { saver.save(s, dir.file("ro/model.ckpt"), 1); }),
+                HasSubstr(dir.file("ro/model.ckpt-1")));
+    fs::permissions(dir.file("ro"), fs::perms::owner_all);
+  }
+  EXPECT_FALSE(fs::exists(dir.file("checkpoint")));
+}
+
+TEST_F(SaverTest, RelativePathsOptionWritesAMovableDirectory) {
+  Model m;
+  th::Session s(m.g);
+  auto o = options();
+  o.save_relative_paths = true;
+  th::Saver saver(m.g, o);
+  saver.save(s, dir.file("model.ckpt"), 4);
+  EXPECT_EQ(
+      read_bytes(dir.file("checkpoint")),
+      "model_checkpoint_path: \"model.ckpt-4\"\nall_model_checkpoint_paths: \"model.ckpt-4\"\n"
+      "all_model_checkpoint_timestamps: 1000000000.0\n");
+  th::testing::TempDir moved;
+  const std::string target = moved.file("copy");
+  fs::copy(dir.path(), target, fs::copy_options::recursive);
+  EXPECT_EQ(th::Saver::latest_checkpoint(target), target + "/model.ckpt-4");
+}
+
+// The variables file is what Python's torch.load reads; the sidecar's payload too, after its
+// header.
+TEST_F(SaverTest, PythonTorchLoadReadsTheCheckpoint) {
+  if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "/usr/bin/python3 with torch is not available; skipping the Python "
+                    "interoperability check";
+  }
+  th::Graph g;
+  auto net = torch::nn::Linear(3, 2);
+  {
+    torch::NoGradGuard no_grad;
+    net->weight.copy_(torch::arange(6, torch::kFloat).reshape({2, 3}) * 0.25);
+    net->bias.copy_(torch::tensor({-1.5f, 2.0f}));
+  }
+  g.add_module("net", net);
+  g.variable("scale", torch::tensor({3}, torch::kLong), {.trainable = false});
+  auto loss = g.op("loss", [=](th::Run& r) { return net->weight.sum(); });
+  g.minimize("train", loss, th::sgd(0.1));
+  th::Session s(g);
+  g.set_global_step_value(12);
+  const std::string path = th::Saver(g, options()).save(s, dir.file("model.ckpt"), 12);
+  const std::string script = dir.file("check.py");
+  write_bytes(script,
+              "import io, sys, torch\n"
+              "d = torch.load(sys.argv[1])\n"
+              "print(type(d).__name__, sorted(d))\n"
+              "for k in sorted(d): print(k, d[k].dtype, d[k].tolist())\n"
+              "raw = open(sys.argv[1] + '.trainstate', 'rb').read()\n"
+              "s = torch.load(io.BytesIO(raw[28:]))\n"
+              "print(raw[:8].decode(), s['format'], s['global_step'], sorted(s['optimizers']))\n");
+  const std::string command = "timeout 120 /usr/bin/python3 " + script + " " + path + " 2>&1";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string out;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof(buf), pipe)) out.append(buf, n);
+  EXPECT_EQ(::pclose(pipe), 0) << out;
+  EXPECT_EQ(out,
+            "dict ['net/bias', 'net/weight', 'scale']\n"
+            "net/bias torch.float32 [-1.5, 2.0]\n"
+            "net/weight torch.float32 [[0.0, 0.25, 0.5], [0.75, 1.0, 1.25]]\n"
+            "scale torch.int64 [3]\n"
+            "TRNSTATE trainhooks.trainstate 12 ['train']\n");
+}
+
+}  // namespace

@@ -1,0 +1,245 @@
+#include "trainhooks/hooks/checkpoint_saver_hook.h"
+
+#include <ATen/ATen.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "test_util.h"
+#include "trainhooks/checkpoint/checkpoint_state.h"
+#include "trainhooks/checkpoint/saver.h"
+#include "trainhooks/errors.h"
+#include "trainhooks/summary/event_reader.h"
+#include "trainhooks/summary/event_writer.h"
+
+namespace th = trainhooks;
+namespace fs = std::filesystem;
+using ::testing::ElementsAre;
+using ::testing::ElementsAreArray;
+
+namespace {
+
+// Records every call, as TF's MockCheckpointSaverListener counts them.
+struct RecordingListener : th::CheckpointSaverListener {
+  std::vector<std::string> calls;
+  bool ask_for_stop = false;
+  void begin() override { calls.push_back("begin"); }
+  void before_save(th::Session&, int64_t step) override {
+    calls.push_back("before_save " + std::to_string(step));
+  }
+  bool after_save(th::Session&, int64_t step) override {
+    calls.push_back("after_save " + std::to_string(step));
+    return ask_for_stop;
+  }
+  void end(th::Session&, int64_t step) override { calls.push_back("end " + std::to_string(step)); }
+  int count(const std::string& prefix) const {
+    int n = 0;
+    for (const auto& c : calls) n += c.rfind(prefix, 0) == 0;
+    return n;
+  }
+};
+
+class CheckpointSaverHookTest : public ::testing::Test {
+ protected:
+  ~CheckpointSaverHookTest() override { th::summary::EventWriter::clear_cache(); }
+
+  std::shared_ptr<th::CheckpointSaverHook> hook(th::CheckpointSaverHookOptions o) {
+    return std::make_shared<th::CheckpointSaverHook>(dir(), std::move(o));
+  }
+  std::unique_ptr<th::MonitoredSession> session(th::Hooks hooks) {
+    return th::testing::chief_session(m.g, std::move(hooks), fe.env());
+  }
+  void run(th::MonitoredSession& sess, int n, double secs_before_each = 0) {
+    for (int i = 0; i < n; ++i) {
+      fe.clock->advance(secs_before_each);
+      sess.run(m.train, m.feed());
+    }
+  }
+  // The steps saved so far, from the state file's list (max_to_keep large enough in tests).
+  std::vector<int64_t> saved_steps() const {
+    std::vector<int64_t> out;
+    auto state = th::get_checkpoint_state(dir());
+    if (!state) return out;
+    for (const auto& p : state->all_model_checkpoint_paths)
+      out.push_back(std::stoll(p.substr(p.rfind('-') + 1)));
+    return out;
+  }
+  std::vector<std::string> save_lines(std::initializer_list<int64_t> steps) const {
+    std::vector<std::string> out;
+    for (int64_t s : steps) {
+      out.push_back("Calling checkpoint listeners before saving checkpoint " + std::to_string(s) +
+                    "...");
+      out.push_back("Saving checkpoints for " + std::to_string(s) + " into " +
+                    root.file("ckpt/model.ckpt") + ".");
+      out.push_back("Calling checkpoint listeners after saving checkpoint " + std::to_string(s) +
+                    "...");
+    }
+    return out;
+  }
+
+  // The hook creates the checkpoint directory.
+  std::string dir() const { return root.file("ckpt"); }
+
+  th::testing::FakeEnv fe;
+  th::testing::TinyModel m;
+  th::testing::TempDir root;
+};
+
+TEST_F(CheckpointSaverHookTest, SavesAtCreationEveryNStepsAndAtEnd) {
+  auto sess = session({hook({.save_steps = 2, .saver_options = {.max_to_keep = 10}})});
+  EXPECT_THAT(saved_steps(), ElementsAre(0));
+  run(*sess, 1);
+  EXPECT_THAT(saved_steps(), ElementsAre(0));
+  run(*sess, 1);
+  EXPECT_THAT(saved_steps(), ElementsAre(0, 2));
+  run(*sess, 3);
+  EXPECT_THAT(saved_steps(), ElementsAre(0, 2, 4));
+  sess->close();
+  EXPECT_THAT(saved_steps(), ElementsAre(0, 2, 4, 5));
+  EXPECT_THAT(fe.log->messages(), ElementsAreArray(save_lines({0, 2, 4, 5})));
+  EXPECT_TRUE(fe.log->messages(th::LogLevel::kWarning).empty());
+  EXPECT_EQ(th::Saver::latest_checkpoint(dir()), root.file("ckpt/model.ckpt-5"));
+}
+
+TEST_F(CheckpointSaverHookTest, DoesNotSaveTwiceAtEndWhenTheLastStepWasSaved) {
+  auto sess = session({hook({.save_steps = 2})});
+  run(*sess, 4);
+  sess->close();
+  EXPECT_THAT(saved_steps(), ElementsAre(0, 2, 4));
+  EXPECT_THAT(fe.log->messages(), ElementsAreArray(save_lines({0, 2, 4})));
+}
+
+TEST_F(CheckpointSaverHookTest, TheSavedCheckpointHoldsTheStateAtThatStep) {
+  auto sess = session({hook({.save_steps = 3})});
+  run(*sess, 3);
+  const at::Tensor w3 = m.g.variable_value(m.w).detach().clone();
+  run(*sess, 1);
+  sess->close();
+  th::testing::TinyModel other;
+  th::Session s(other.g);
+  th::Saver(other.g).restore(s, root.file("ckpt/model.ckpt-3"));
+  EXPECT_TRUE(torch::equal(other.g.variable_value(other.w), w3));
+  EXPECT_EQ(other.g.global_step_value(), 3);
+}
+
+TEST_F(CheckpointSaverHookTest, ListenersAreCalledInOrderWithTheSavedSteps) {
+  auto listener = std::make_shared<RecordingListener>();
+  auto sess = session({hook({.save_steps = 1, .listeners = {listener}})});
+  run(*sess, 2);
+  sess->close();
+  // TF's test_listener_with_monitored_session: begin 1, before_save 3, after_save 3, end 1.
+  EXPECT_THAT(listener->calls,
+              ElementsAre("begin", "before_save 0", "after_save 0", "before_save 1", "after_save 1",
+                          "before_save 2", "after_save 2", "end 2"));
+}
+
+TEST_F(CheckpointSaverHookTest, ListenerThatAsksToStopStopsTrainingAfterThatRun) {
+  auto listener = std::make_shared<RecordingListener>();
+  auto sess = session({hook({.save_steps = 1, .listeners = {listener}})});
+  run(*sess, 2);
+  EXPECT_FALSE(sess->should_stop());
+  listener->ask_for_stop = true;
+  run(*sess, 1);
+  EXPECT_TRUE(sess->should_stop());
+  auto info = fe.log->messages();
+  EXPECT_EQ(info.back(),
+            "A CheckpointSaverListener requested that training be stopped. listener: (anonymous "
+            "namespace)::RecordingListener");
+  sess->close();
+  EXPECT_EQ(listener->count("end"), 1);
+  EXPECT_EQ(listener->count("before_save"), 4);  // 0, 1, 2, 3; not again at end
+}
+
+TEST_F(CheckpointSaverHookTest, SaveSecsFollowsTheClock) {
+  auto listener = std::make_shared<RecordingListener>();
+  auto sess = session({hook({.save_secs = 2, .listeners = {listener}})});
+  run(*sess, 1, 0.5);  // step 1: not saved
+  run(*sess, 1, 2.0);  // step 2, 2.5 s after the save at creation: saved
+  run(*sess, 2, 0.1);  // steps 3, 4: not saved
+  run(*sess, 1, 7.3);  // step 5: saved
+  EXPECT_THAT(saved_steps(), ElementsAre(0, 2, 5));
+  run(*sess, 1, 0.5);  // step 6: not saved until end
+  sess->close();
+  EXPECT_THAT(saved_steps(), ElementsAre(0, 2, 5, 6));
+  EXPECT_EQ(listener->count("before_save"), 4);
+  EXPECT_EQ(listener->count("after_save"), 4);
+  EXPECT_EQ(listener->count("begin"), 1);
+  EXPECT_EQ(listener->count("end"), 1);
+}
+
+TEST_F(CheckpointSaverHookTest, WritesCheckpointSessionLogsToTheEventFile) {
+  auto sess = session({hook({.save_steps = 2})});
+  run(*sess, 3);
+  sess->close();
+  std::vector<std::pair<int64_t, std::string>> logs;
+  for (const auto& e : th::summary::read_events(dir())) {
+    if (e.session_log) {
+      EXPECT_EQ(e.session_log->status, th::summary::SessionStatus::kCheckpoint);
+      logs.emplace_back(e.step, e.session_log->checkpoint_path);
+    }
+  }
+  const std::string path = root.file("ckpt/model.ckpt");
+  EXPECT_THAT(logs, ElementsAre(std::pair<int64_t, std::string>{0, path},
+                                std::pair<int64_t, std::string>{2, path},
+                                std::pair<int64_t, std::string>{3, path}));
+}
+
+TEST_F(CheckpointSaverHookTest, UsesTheGivenSaverAndItsRetention) {
+  auto saver =
+      std::make_shared<th::Saver>(m.g, th::SaverOptions{.max_to_keep = 2, .env = fe.env()});
+  auto h = hook({.save_steps = 1, .saver = saver, .checkpoint_basename = "net"});
+  auto sess = session({h});
+  EXPECT_EQ(h->saver(), saver);
+  EXPECT_EQ(h->save_path(), root.file("ckpt/net"));
+  run(*sess, 3);
+  sess->close();
+  EXPECT_THAT(saver->last_checkpoints(dir()),
+              ElementsAre(root.file("ckpt/net-2"), root.file("ckpt/net-3")));
+  EXPECT_FALSE(fs::exists(root.file("ckpt/net-1")));
+}
+
+TEST_F(CheckpointSaverHookTest, OptionsAreValidatedWithTFTexts) {
+  auto message = [&](th::CheckpointSaverHookOptions o, std::string d = "x") {
+    try {
+      th::CheckpointSaverHook h(d, std::move(o));
+    } catch (const th::InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    return std::string("<no error>");
+  };
+  EXPECT_EQ(message({.save_secs = 10, .save_steps = 20}),
+            "Can not provide both every_secs and every_steps.");
+  EXPECT_EQ(message({}), "Either every_secs or every_steps should be provided.");
+  EXPECT_THAT(message({.save_steps = 0}), ::testing::HasSubstr("save_steps 0"));
+  EXPECT_THAT(message({.save_secs = -1}), ::testing::HasSubstr("save_secs -1"));
+  EXPECT_THAT(message({.save_steps = 1}, ""), ::testing::HasSubstr("checkpoint_dir"));
+  EXPECT_THAT(message({.save_steps = 1, .checkpoint_basename = "a/b"}),
+              ::testing::HasSubstr("checkpoint_basename"));
+  EXPECT_THAT(message({.save_steps = 1, .listeners = {nullptr}}),
+              ::testing::HasSubstr("listeners[0]"));
+}
+
+TEST_F(CheckpointSaverHookTest, NeedsAGlobalStep) {
+  th::Graph g;
+  auto v = g.variable("v", torch::zeros({1}));
+  (void)v;
+  try {
+    th::testing::chief_session(g, {hook({.save_steps = 1})}, fe.env());
+    FAIL() << "no error";
+  } catch (const th::RuntimeError& e) {
+    EXPECT_STREQ(e.what(), "Global step should be created to use CheckpointSaverHook.");
+  }
+}
+
+TEST_F(CheckpointSaverHookTest, RejectsASaverOfAnotherGraph) {
+  th::testing::TinyModel other;
+  auto saver = std::make_shared<th::Saver>(other.g);
+  EXPECT_THROW(session({hook({.save_steps = 1, .saver = saver})}), th::InvalidArgument);
+}
+
+}  // namespace
