@@ -3,7 +3,7 @@
 //
 //   session_bench [benchmark flags]                 the micro and end-to-end benchmarks
 //   session_bench --seed-steps=N --mode=MODE        trains the seed model N steps and exits;
-//                                                   MODE: raw | mts | mts_into. Instruction
+//                                                   MODE: raw | mts | mts_into | session. Instruction
 //                                                   counts of N and 3N steps give the per-step cost
 //                                                   (scripts/bench.sh).
 //
@@ -158,17 +158,19 @@ struct DiscardingLogSink final : th::LogSink {
   void log(th::LogLevel, std::string_view) override {}
 };
 
-// The seed program with the default hooks (a StepCounterHook every 100 steps).
-struct MtsLoop {
+// The seed program as a graph, run by MonitoredTrainingSession with the default hooks (a
+// StepCounterHook every 100 steps) or, to split the overhead, by a bare Session.
+struct GraphLoop {
   const SeedData& data;
   th::Graph g;
   th::Node x, y, W, b, y_pred, loss, train;
   std::unique_ptr<th::MonitoredTrainingSession> sess;
-  // For step_into(): feeds and results built once.
+  std::unique_ptr<th::Session> bare;
+  // Feeds and results built once, for step_into() and step_bare().
   th::Feeds feeds;
   th::RunResults out;
 
-  explicit MtsLoop(const SeedData& d) : data(d) {
+  GraphLoop(const SeedData& d, bool monitored) : data(d) {
     x = g.placeholder("x", {.dtype = at::kFloat, .shape = {-1}});
     y = g.placeholder("y", {.dtype = at::kFloat, .shape = {-1}});
     W = g.variable("W", at::zeros({1}));
@@ -178,20 +180,28 @@ struct MtsLoop {
     const th::Node pn = y_pred;
     loss = g.op("loss", [=](th::Run& r) { return (r[pn] - r[yn]).square().mean(); });
     train = g.minimize("train", loss, th::sgd(0.1));
-    th::Env env{.log = std::make_shared<DiscardingLogSink>()};
-    sess = std::make_unique<th::MonitoredTrainingSession>(g, th::MonitoredTrainingSessionOptions{.env = env});
+    if (monitored) {
+      th::Env env{.log = std::make_shared<DiscardingLogSink>()};
+      sess = std::make_unique<th::MonitoredTrainingSession>(g, th::MonitoredTrainingSessionOptions{.env = env});
+    } else {
+      g.initialize();
+      bare = std::make_unique<th::Session>(g);
+    }
     feeds = {{x, data.xs}, {y, data.ys}};
   }
-  // As the seed writes it.
-  void step() { sess->run(train, {{x, data.xs}, {y, data.ys}}); }
-  // Feeds and results reused across steps.
+  // As the seed writes it: `for (...; !sess.should_stop(); ...) sess.run(train_op, feeds)`.
+  void step() {
+    if (!sess->should_stop()) sess->run(train, {{x, data.xs}, {y, data.ys}});
+  }
   void step_into() { sess->run_into(train, feeds, {}, nullptr, out); }
+  void step_bare() { bare->run_into(train, feeds, {}, nullptr, out); }
 };
 
 struct SeedPair {
   SeedData data;
   RawLoop raw{data};
-  MtsLoop mts{data};
+  GraphLoop mts{data, true};
+  GraphLoop bare{data, false};
 };
 
 // Shared by every call of the benchmark functions so both programs stay warm.
@@ -204,6 +214,7 @@ SeedPair& seed() {
       g_seed->raw.step();
       g_seed->mts.step();
       g_seed->mts.step_into();
+      g_seed->bare.step_bare();
     }
   }
   return *g_seed;
@@ -232,25 +243,29 @@ Elapsed elapsed_of(Fn&& fn) {
 // Each iteration trains one block of 100 steps with each program, alternating which goes first,
 // so slow phases of a shared machine hit both. A block holds exactly one step-counter trigger.
 // Counters: wall and thread-CPU ns per step of each program, the ratios of their totals, and the
-// median of the per-block wall ratios (less sensitive to a burst of load on one block). LibTorch
-// runs these small ops and their backward pass on the calling thread, so its CPU time is the
-// whole cost.
+// medians of the per-block ratios (less sensitive to a burst of load on one block). LibTorch runs
+// these small ops and their backward pass on the calling thread, so its CPU time is the whole cost.
 void BM_SeedInterleaved(benchmark::State& state) {
   constexpr int kBlock = 100;
   SeedPair& s = seed();
-  const bool reuse = state.range(0) == 1;
+  const int64_t variant = state.range(0);
   Elapsed raw_total, mts_total;
-  std::vector<double> ratios;
+  std::vector<double> ratios, cpu_ratios;
   int64_t i = 0;
   for (auto _ : state) {
     auto raw_block = [&] {
       for (int k = 0; k < kBlock; ++k) s.raw.step();
     };
     auto mts_block = [&] {
-      if (reuse) {
-        for (int k = 0; k < kBlock; ++k) s.mts.step_into();
-      } else {
-        for (int k = 0; k < kBlock; ++k) s.mts.step();
+      switch (variant) {
+        case 0:
+          for (int k = 0; k < kBlock; ++k) s.mts.step();
+          break;
+        case 1:
+          for (int k = 0; k < kBlock; ++k) s.mts.step_into();
+          break;
+        default:
+          for (int k = 0; k < kBlock; ++k) s.bare.step_bare();
       }
     };
     Elapsed raw, mts;
@@ -266,19 +281,26 @@ void BM_SeedInterleaved(benchmark::State& state) {
     mts_total.wall += mts.wall;
     mts_total.cpu += mts.cpu;
     ratios.push_back(mts.wall / raw.wall);
+    cpu_ratios.push_back(mts.cpu / raw.cpu);
   }
   const double steps = static_cast<double>(state.iterations()) * kBlock;
-  std::nth_element(ratios.begin(), ratios.begin() + ratios.size() / 2, ratios.end());
+  auto median = [](std::vector<double>& v) {
+    if (v.empty()) return 0.0;
+    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+    return v[v.size() / 2];
+  };
   state.counters["raw_ns"] = raw_total.wall / steps * 1e9;
   state.counters["mts_ns"] = mts_total.wall / steps * 1e9;
   state.counters["ratio"] = mts_total.wall / raw_total.wall;
-  state.counters["block_ratio_median"] = ratios.empty() ? 0 : ratios[ratios.size() / 2];
+  state.counters["block_ratio_median"] = median(ratios);
   state.counters["raw_cpu_ns"] = raw_total.cpu / steps * 1e9;
   state.counters["mts_cpu_ns"] = mts_total.cpu / steps * 1e9;
   state.counters["cpu_ratio"] = mts_total.cpu / raw_total.cpu;
+  state.counters["block_cpu_ratio_median"] = median(cpu_ratios);
 }
-// 0: sess.run(train_op, {{x, xs}, {y, ys}}) as in the seed; 1: run_into with reused feeds.
-BENCHMARK(BM_SeedInterleaved)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+// 0: sess.run(train_op, {{x, xs}, {y, ys}}) as in the seed; 1: run_into with reused feeds;
+// 2: a bare Session's run_into (no monitored session, no hooks), in place of the monitored one.
+BENCHMARK(BM_SeedInterleaved)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
 
 // ---- Driver for instruction counting ----------------------------------------------------------
 
@@ -291,13 +313,18 @@ int seed_driver(int64_t steps, std::string_view mode) {
     for (int64_t i = 0; i < steps; ++i) raw.step();
     std::printf("raw: %lld steps, W = %f\n", static_cast<long long>(raw.step_count), raw.W.item<float>());
   } else if (mode == "mts" || mode == "mts_into") {
-    MtsLoop mts(data);
+    GraphLoop mts(data, true);
     const bool reuse = mode == "mts_into";
     for (int64_t i = 0; i < steps; ++i) reuse ? mts.step_into() : mts.step();
     std::printf("%s: %lld steps, W = %f\n", std::string(mode).c_str(), static_cast<long long>(mts.g.global_step_value()),
                 mts.g.variable_value(mts.W).item<float>());
+  } else if (mode == "session") {
+    GraphLoop bare(data, false);
+    for (int64_t i = 0; i < steps; ++i) bare.step_bare();
+    std::printf("session: %lld steps, W = %f\n", static_cast<long long>(bare.g.global_step_value()),
+                bare.g.variable_value(bare.W).item<float>());
   } else {
-    std::fprintf(stderr, "unknown --mode=%s (raw, mts or mts_into)\n", std::string(mode).c_str());
+    std::fprintf(stderr, "unknown --mode=%s (raw, mts, mts_into or session)\n", std::string(mode).c_str());
     return 2;
   }
   return 0;

@@ -51,7 +51,7 @@ declare -A IPS=()
 if [[ "$CALLGRIND" != 0 && -x "$BENCH_DIR/session_bench" ]]; then
   if command -v valgrind > /dev/null; then
     echo "Counting instructions per seed step with callgrind (N = $SEED_STEPS and 3N steps)..."
-    for mode in raw mts mts_into; do
+    for mode in raw mts mts_into session; do
       counts=()
       for steps in "$SEED_STEPS" $((3 * SEED_STEPS)); do
         file="$OUT/callgrind.$mode.$steps"
@@ -67,10 +67,10 @@ if [[ "$CALLGRIND" != 0 && -x "$BENCH_DIR/session_bench" ]]; then
 fi
 
 [[ -f "$OUT/session_micro.json" ]] || exit 0
-python3 - "$OUT" "${IPS[raw]:-}" "${IPS[mts]:-}" "${IPS[mts_into]:-}" <<'EOF'
+python3 - "$OUT" "${IPS[raw]:-}" "${IPS[mts]:-}" "${IPS[mts_into]:-}" "${IPS[session]:-}" <<'EOF'
 import json, sys, os
 
-out, ips_raw, ips_mts, ips_into = sys.argv[1:5]
+out, ips_raw, ips_mts, ips_into, ips_session = sys.argv[1:6]
 
 def medians(path):
     rows = {}
@@ -119,16 +119,19 @@ if None not in (h0, h1, h10):
     print(f"MonitoredSession::run_into: {h0:.0f} ns with no hook, {h1:.0f} with 1, {h10:.0f} with 10 idle hooks: "
           f"{per_hook:.1f} ns per idle hook (budget 100: {verdict(per_hook <= 100)})")
 
-for arg, what in ((0, "sess.run(train_op, feeds)"), (1, "run_into, reused feeds")):
+for arg, what, who in ((0, "sess.run(train_op, feeds) as the seed writes it", "MonitoredTrainingSession"),
+                       (1, "run_into with reused feeds", "MonitoredTrainingSession"),
+                       (2, "split: a bare Session, no monitored session or hooks", "bare Session")):
     b = m.get(f"BM_SeedInterleaved/{arg}")
     if b is None:
         continue
     print(f"Seed model, {what}:")
-    print(f"  wall: raw loop {b['raw_ns'] / 1e3:.2f} us/step, MonitoredTrainingSession {b['mts_ns'] / 1e3:.2f} us/step, "
+    print(f"  wall: raw loop {b['raw_ns'] / 1e3:.2f} us/step, {who} {b['mts_ns'] / 1e3:.2f} us/step, "
           f"ratio {b['ratio']:.4f}, per-block median {b['block_ratio_median']:.4f} "
           f"(budget 1.02: {verdict(b['ratio'] <= 1.02)})")
-    print(f"  CPU:  raw loop {b['raw_cpu_ns'] / 1e3:.2f} us/step, MonitoredTrainingSession {b['mts_cpu_ns'] / 1e3:.2f} us/step, "
-          f"ratio {b['cpu_ratio']:.4f} (budget 1.02: {verdict(b['cpu_ratio'] <= 1.02)})")
+    print(f"  CPU:  raw loop {b['raw_cpu_ns'] / 1e3:.2f} us/step, {who} {b['mts_cpu_ns'] / 1e3:.2f} us/step, "
+          f"ratio {b['cpu_ratio']:.4f}, per-block median {b.get('block_cpu_ratio_median', 0):.4f} "
+          f"(budget 1.02: {verdict(b['cpu_ratio'] <= 1.02)})")
 
 if ips_raw and ips_mts:
     raw, mts = int(ips_raw), int(ips_mts)
@@ -137,4 +140,7 @@ if ips_raw and ips_mts:
     if ips_into:
         into = int(ips_into)
         print(f"  with run_into and reused feeds: {into}, ratio {into / raw:.4f}")
+    if ips_session:
+        bare = int(ips_session)
+        print(f"  split: a bare Session's run_into: {bare}, ratio {bare / raw:.4f}")
 EOF
