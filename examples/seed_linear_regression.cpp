@@ -1,11 +1,14 @@
 // The canonical hooks program: a linear model y = W·x + b trained by gradient descent inside
 // MonitoredTrainingSession(hooks = {MyHook}), where MyHook fetches the loss every step, records
-// and prints it, and saves the model in end().
+// and prints it, and saves the model with a Saver in end().
 //
 // With --logdir it also writes TensorBoard summaries there: the loss and W every 10 steps, and
-// the chief's global_step/sec.
+// the chief's global_step/sec. With --checkpoint_dir the session saves checkpoints there every
+// --save_steps steps and at the end, and a later run with the same directory resumes from the
+// newest one: it trains N more steps from the global step where the previous run stopped.
 //
-//   seed_linear_regression [--steps N] [--model PATH] [--logdir DIR]
+//   seed_linear_regression [--steps N] [--model PATH] [--logdir DIR] [--checkpoint_dir DIR]
+//                          [--save_steps N]
 #include <torch/torch.h>
 
 #include <trainhooks/trainhooks.h>
@@ -20,9 +23,11 @@ struct MyHook : th::SessionRunHook {
   th::Node loss;
   std::string model_path;
   std::vector<float> loss_values;
-  int end_calls = 0;
+  std::unique_ptr<th::Saver> saver;
 
   MyHook(th::Node l, std::string path) : loss(l), model_path(std::move(path)) {}
+
+  void begin() override { saver = std::make_unique<th::Saver>(graph()); }
 
   th::SessionRunArgs before_run(th::SessionRunContext&) override { return {{loss}}; }
 
@@ -32,8 +37,9 @@ struct MyHook : th::SessionRunHook {
   }
 
   void end(th::Session& s) override {
-    ++end_calls;
-    th::save_variables(s.graph(), model_path);
+    // model_path: the variables, which Python reads with torch.load; model_path.trainstate: the
+    // rest of the training state.
+    saver->save(s, model_path);
     std::cout << "Saved the model to " << model_path << "\n";
   }
 };
@@ -42,11 +48,15 @@ int main(int argc, char** argv) {
   int steps = 100;
   std::string model_path = "model.pt";
   std::string logdir;
+  std::string checkpoint_dir;
+  int save_steps = 50;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
     if (flag == "--steps") steps = std::atoi(argv[i + 1]);
     else if (flag == "--model") model_path = argv[i + 1];
     else if (flag == "--logdir") logdir = argv[i + 1];
+    else if (flag == "--checkpoint_dir") checkpoint_dir = argv[i + 1];
+    else if (flag == "--save_steps") save_steps = std::atoi(argv[i + 1]);
     else {
       std::cerr << "unknown flag " << flag << "\n";
       return 2;
@@ -77,7 +87,12 @@ int main(int argc, char** argv) {
       options.save_summaries_steps = 10;
       options.summary_dir = logdir;
     }
+    if (!checkpoint_dir.empty()) {
+      options.checkpoint_dir = checkpoint_dir;  // restores the newest checkpoint found there
+      options.save_checkpoint_steps = save_steps;
+    }
     th::MonitoredTrainingSession sess(g, options);
+    std::cout << "Starting at global step " << g.global_step_value() << "\n";
     for (int i = 0; i < steps && !sess.should_stop(); ++i) sess.run(train_op, {{x, xs}, {y, ys}});
   }  // leaving scope closes the session: hooks' end() runs on a clean exit only
 

@@ -7,7 +7,8 @@
 #
 # Environment: BENCH_REPETITIONS (5), BENCH_MIN_TIME (seconds per micro benchmark, 0.5),
 # BENCH_SEED_MIN_TIME (seconds per end-to-end benchmark, 3), BENCH_SEED_STEPS (N, 1000),
-# BENCH_CALLGRIND (0 skips the instruction counts).
+# BENCH_CALLGRIND (0 skips the instruction counts), BENCH_CHECKPOINT_SIZES_MB (1,100,1024: the
+# checkpoint benchmark's state sizes; it writes in BENCH_CHECKPOINT_DIR, default the build dir).
 set -euo pipefail
 
 BUILD_DIR=${1:-build}
@@ -34,7 +35,11 @@ common=(--benchmark_repetitions="$REPS" --benchmark_report_aggregates_only=true 
 for bin in "$BENCH_DIR"/*_bench; do
   [[ -x "$bin" ]] || continue
   name=$(basename "$bin")
-  if [[ "$name" == session_bench ]]; then
+  if [[ "$name" == checkpoint_bench ]]; then
+    # Its own protocol: dd, save, snapshot, copy and restore in turn on one disk.
+    "$bin" --sizes-mb "${BENCH_CHECKPOINT_SIZES_MB:-1,100,1024}" --repetitions "${BENCH_CHECKPOINT_REPETITIONS:-3}" \
+      --dir "${BENCH_CHECKPOINT_DIR:-$BUILD_DIR}" 2> /dev/null
+  elif [[ "$name" == session_bench ]]; then
     # The end-to-end comparison runs longer: its iterations are blocks of 100 training steps.
     "$bin" "${common[@]}" --benchmark_min_time="$MIN_TIME" --benchmark_filter='-BM_Seed' \
       --benchmark_out="$OUT/session_micro.json"

@@ -1,13 +1,24 @@
 #!/usr/bin/env bash
 # The main job: trains the seed model (y = W·x + b) inside MonitoredTrainingSession with a hook
-# that prints the loss every step and saves the model when the session ends.
+# that prints the loss every step and saves the model with a Saver when the session ends, then
+# trains again with the same checkpoint directory: the second run resumes where the first stopped.
 set -euo pipefail
 BUILD_DIR=${1:-build}
 OUT_DIR=${OUT_DIR:-$BUILD_DIR/demo}
+SEED="$BUILD_DIR/examples/seed_linear_regression"
 mkdir -p "$OUT_DIR"
-rm -rf "$OUT_DIR/logs"
-"$BUILD_DIR/examples/seed_linear_regression" --model "$OUT_DIR/model.pt" --logdir "$OUT_DIR/logs"
-echo "TensorBoard summaries written to $OUT_DIR/logs (tensorboard --logdir $OUT_DIR/logs):"
+rm -rf "$OUT_DIR/logs" "$OUT_DIR/ckpt"
+echo "== First run: 100 steps, checkpoints every 50 steps in $OUT_DIR/ckpt"
+"$SEED" --steps 100 --model "$OUT_DIR/model.pt" --logdir "$OUT_DIR/logs" --checkpoint_dir "$OUT_DIR/ckpt"
+echo
+echo "== Second run, same checkpoint directory: resumes from the first run's last checkpoint"
+"$SEED" --steps 20 --model "$OUT_DIR/model.pt" --checkpoint_dir "$OUT_DIR/ckpt" 2>&1 |
+  grep -E "Restoring parameters|Starting at|Saving checkpoints|^W = |Saved the model"
+echo
+echo "Checkpoints in $OUT_DIR/ckpt:"
+"$BUILD_DIR/tools/trainhooks" checkpoint list "$OUT_DIR/ckpt" || true
+echo
+echo "TensorBoard summaries of the first run in $OUT_DIR/logs (tensorboard --logdir $OUT_DIR/logs):"
 "$BUILD_DIR/tools/trainhooks" events "$OUT_DIR/logs"
 if /usr/bin/python3 -c "import torch" 2>/dev/null; then
   echo "The saved model, read back in Python with torch.load:"

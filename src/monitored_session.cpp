@@ -2,9 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "trainhooks/errors.h"
 #include "trainhooks/checkpoint/saver.h"
 #include "trainhooks/hooks/checkpoint_saver_hook.h"
+#include "trainhooks/hooks/preemption_hook.h"
 #include "trainhooks/hooks/step_counter_hook.h"
 #include "trainhooks/hooks/summary_saver_hook.h"
 
@@ -313,8 +316,20 @@ std::shared_ptr<Saver> training_saver(Graph& graph, const MonitoredTrainingSessi
 }
 
 Hooks training_hooks(const MonitoredTrainingSessionOptions& o, const std::shared_ptr<Saver>& saver) {
-  if (!o.is_chief) return o.hooks;
-  Hooks all = o.chief_only_hooks;
+  Hooks all;
+  // One PreemptionHook is enough: a program that passes its own keeps it where it put it.
+  auto is_preemption = [](const std::shared_ptr<SessionRunHook>& h) {
+    return dynamic_cast<const PreemptionHook*>(h.get()) != nullptr;
+  };
+  const bool has_own = std::any_of(o.hooks.begin(), o.hooks.end(), is_preemption) ||
+                       (o.is_chief && std::any_of(o.chief_only_hooks.begin(),
+                                                  o.chief_only_hooks.end(), is_preemption));
+  if (o.handle_preemption_signals && !has_own) all.push_back(std::make_shared<PreemptionHook>());
+  if (!o.is_chief) {
+    all.insert(all.end(), o.hooks.begin(), o.hooks.end());
+    return all;
+  }
+  all.insert(all.end(), o.chief_only_hooks.begin(), o.chief_only_hooks.end());
   const std::string& summary_dir = o.summary_dir.empty() ? o.checkpoint_dir : o.summary_dir;
   // Unlike TF, the step counter's log line does not need a summary directory: progress is
   // visible by default, and its summaries are written when a directory is configured.
@@ -336,7 +351,10 @@ Hooks training_hooks(const MonitoredTrainingSessionOptions& o, const std::shared
     if ((secs && *secs > 0) || (o.save_checkpoint_steps && *o.save_checkpoint_steps > 0)) {
       all.push_back(std::make_shared<CheckpointSaverHook>(
           o.checkpoint_dir,
-          CheckpointSaverHookOptions{.save_secs = secs, .save_steps = o.save_checkpoint_steps, .saver = saver}));
+          CheckpointSaverHookOptions{.save_secs = secs,
+                                     .save_steps = o.save_checkpoint_steps,
+                                     .saver = saver,
+                                     .async_save = o.async_checkpoints}));
     }
   }
   all.insert(all.end(), o.hooks.begin(), o.hooks.end());

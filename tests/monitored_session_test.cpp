@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include "test_util.h"
+#include "trainhooks/hooks/preemption_hook.h"
+#include "trainhooks/hooks/step_counter_hook.h"
 #include "trainhooks/errors.h"
 #include "trainhooks/checkpoint/saver.h"
 #include "trainhooks/hooks/stop_at_step_hook.h"
@@ -308,7 +310,7 @@ TEST(MonitoredTrainingSessionTest, ChiefAddsTheStepCounterWithTfLogLine) {
   th::testing::FakeEnv fake;
   Model m;
   th::MonitoredTrainingSession sess(m.g, {.log_step_count_steps = 10, .env = fake.env()});
-  ASSERT_EQ(sess.hooks().size(), 1u);
+  ASSERT_EQ(sess.hooks().size(), 2u);  // PreemptionHook, StepCounterHook
   for (int i = 0; i < 21; ++i) {
     fake.clock->advance(0.5);
     sess.run(m.train, m.feeds());
@@ -318,25 +320,34 @@ TEST(MonitoredTrainingSessionTest, ChiefAddsTheStepCounterWithTfLogLine) {
             (std::vector<std::string>{"global_step/sec: 2", "global_step/sec: 2"}));
 }
 
-TEST(MonitoredTrainingSessionTest, HookOrderIsChiefOnlyThenDefaultsThenUserHooks) {
+TEST(MonitoredTrainingSessionTest, HookOrderIsPreemptionChiefOnlyThenDefaultsThenUserHooks) {
   Model m;
   std::vector<std::string> calls;
   auto user = std::make_shared<RecordingHook>("user", &calls);
   auto chief_only = std::make_shared<RecordingHook>("chief", &calls);
   th::MonitoredTrainingSession sess(m.g, {.hooks = {user}, .chief_only_hooks = {chief_only}});
-  ASSERT_EQ(sess.hooks().size(), 3u);
-  EXPECT_EQ(sess.hooks()[0], chief_only);
-  EXPECT_EQ(sess.hooks()[2], user);
+  ASSERT_EQ(sess.hooks().size(), 4u);
+  EXPECT_NE(std::dynamic_pointer_cast<th::PreemptionHook>(sess.hooks()[0]), nullptr);
+  EXPECT_EQ(sess.hooks()[1], chief_only);
+  EXPECT_NE(std::dynamic_pointer_cast<th::StepCounterHook>(sess.hooks()[2]), nullptr);
+  EXPECT_EQ(sess.hooks()[3], user);
 }
 
-TEST(MonitoredTrainingSessionTest, WorkerRunsOnlyUserHooks) {
+TEST(MonitoredTrainingSessionTest, WorkerRunsOnlyThePreemptionHookAndUserHooks) {
   Model m;
   std::vector<std::string> calls;
   auto user = std::make_shared<RecordingHook>("user", &calls);
   auto chief_only = std::make_shared<RecordingHook>("chief", &calls);
   th::MonitoredTrainingSession sess(m.g, {.is_chief = false, .hooks = {user}, .chief_only_hooks = {chief_only}});
-  ASSERT_EQ(sess.hooks().size(), 1u);
-  EXPECT_EQ(sess.hooks()[0], user);
+  ASSERT_EQ(sess.hooks().size(), 2u);
+  EXPECT_NE(std::dynamic_pointer_cast<th::PreemptionHook>(sess.hooks()[0]), nullptr);
+  EXPECT_EQ(sess.hooks()[1], user);
+}
+
+TEST(MonitoredTrainingSessionTest, PreemptionHandlingCanBeTurnedOff) {
+  Model m;
+  th::MonitoredTrainingSession sess(m.g, {.is_chief = false, .handle_preemption_signals = false});
+  EXPECT_TRUE(sess.hooks().empty());
 }
 
 TEST(MonitoredTrainingSessionTest, StopAtStepHookEndsTheSeedLoop) {
@@ -404,7 +415,8 @@ TEST(MonitoredTrainingSessionTest, ChiefSavesAndARestartContinuesFromTheLatestCh
   std::vector<int64_t> checkpoint_steps;
   for (const auto& e : th::summary::read_events(dir.path()))
     if (e.session_log && e.session_log->status == th::summary::SessionStatus::kCheckpoint) checkpoint_steps.push_back(e.step);
-  EXPECT_EQ(checkpoint_steps, (std::vector<int64_t>{0, 2, 4, 5, 5, 7, 8}));
+  // The restart does not rewrite checkpoint 5, which it restored from.
+  EXPECT_EQ(checkpoint_steps, (std::vector<int64_t>{0, 2, 4, 5, 7, 8}));
 }
 
 TEST(MonitoredTrainingSessionTest, CheckpointOptionsNeedACheckpointDir) {

@@ -208,12 +208,20 @@ struct MonitoredTrainingSessionOptions {
   std::string summary_dir;
   std::optional<int> max_to_keep;
   std::optional<double> keep_checkpoint_every_n_hours;
+  // Write checkpoints on a background thread (CheckpointSaverHookOptions::async_save).
+  bool async_checkpoints = false;
+  // A PreemptionHook (hooks/preemption_hook.h), first of all hooks, on the chief and the workers:
+  // SIGTERM or SIGINT stops training after the current step, and the chief's final checkpoint is
+  // written when the session closes. Not added when `hooks` (or the chief's chief_only_hooks)
+  // already hold one. false leaves the signals to the program.
+  bool handle_preemption_signals = true;
   Env env;
 };
 
 // TF's MonitoredTrainingSession: the chief adds the default hooks in TF's order
 // (chief_only_hooks, StepCounterHook, SummarySaverHook, CheckpointSaverHook, then hooks);
-// a worker runs only `hooks`.
+// a worker runs only `hooks`. Both put a PreemptionHook first unless handle_preemption_signals
+// is false.
 class MonitoredTrainingSession : public MonitoredSession {
  public:
   MonitoredTrainingSession(Graph& graph, MonitoredTrainingSessionOptions options = {});

@@ -2,6 +2,9 @@
 // The umbrella header: everything a training program uses.
 #pragma once
 
+#include "trainhooks/checkpoint/checkpoint_reader.h"
+#include "trainhooks/checkpoint/checkpoint_state.h"
+#include "trainhooks/checkpoint/saver.h"
 #include "trainhooks/checkpoint/variables.h"
 #include "trainhooks/coordinator.h"
 #include "trainhooks/env.h"
@@ -14,6 +17,7 @@
 #include "trainhooks/hooks/global_step_waiter_hook.h"
 #include "trainhooks/hooks/logging_tensor_hook.h"
 #include "trainhooks/hooks/nan_tensor_hook.h"
+#include "trainhooks/hooks/preemption_hook.h"
 #include "trainhooks/hooks/step_counter_hook.h"
 #include "trainhooks/hooks/stop_at_step_hook.h"
 #include "trainhooks/hooks/summary_saver_hook.h"
@@ -21,6 +25,7 @@
 #include "trainhooks/monitored_session.h"
 #include "trainhooks/node.h"
 #include "trainhooks/optimizers.h"
+#include "trainhooks/preemption.h"
 #include "trainhooks/session.h"
 #include "trainhooks/summary/event_reader.h"
 #include "trainhooks/summary/event_writer.h"

@@ -4,10 +4,17 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/Dict.h>
 #include <ATen/core/ivalue.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <torch/optim/adagrad.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
 #include <torch/optim/optimizer.h>
+#include <torch/optim/rmsprop.h>
+#include <torch/optim/sgd.h>
 #include <torch/serialize.h>
 #include <torch/serialize/archive.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -22,6 +29,7 @@
 #include <sstream>
 #include <utility>
 
+#include "checkpoint/checkpoint_file.h"
 #include "graph_state.h"
 #include "summary/crc32c.h"
 #include "trainhooks/checkpoint/checkpoint_state.h"
@@ -33,86 +41,9 @@
 namespace trainhooks {
 
 namespace fs = std::filesystem;
-namespace crc32c = summary::crc32c;
+using internal::sidecar_path;
 
 namespace {
-
-// ---- The training-state sidecar: `<checkpoint>.trainstate` ------------------------------------
-//
-// A 28-byte header, then a payload that is a LibTorch pickle (torch.load-able) of a dict:
-//   0  8  magic "TRNSTATE"
-//   8  4  format version (u32, little-endian)
-//  12  8  payload length (u64)
-//  20  4  masked CRC32C of the payload
-//  24  4  masked CRC32C of bytes 0..23
-// The pickle is a zip archive, some of whose bytes (alignment padding, time stamps) no checksum of
-// its own covers; the framing makes every flipped or missing byte of the file detectable.
-
-constexpr char kMagic[8] = {'T', 'R', 'N', 'S', 'T', 'A', 'T', 'E'};
-constexpr uint32_t kFormatVersion = 1;
-constexpr size_t kHeaderSize = 28;
-constexpr const char* kSidecarSuffix = ".trainstate";
-constexpr const char* kFormatName = "trainhooks.trainstate";
-
-std::string sidecar_path(const std::string& path) { return path + kSidecarSuffix; }
-
-void put_le(std::string& out, uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; ++i) out += static_cast<char>((v >> (8 * i)) & 0xff);
-}
-
-uint64_t get_le(const char* p, int bytes) {
-  uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i)
-    v |= static_cast<uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i);
-  return v;
-}
-
-std::string frame_sidecar(const std::vector<char>& payload) {
-  std::string out;
-  out.reserve(kHeaderSize + payload.size());
-  out.append(kMagic, sizeof(kMagic));
-  put_le(out, kFormatVersion, 4);
-  put_le(out, payload.size(), 8);
-  put_le(out, crc32c::mask(crc32c::value(payload.data(), payload.size())), 4);
-  put_le(out, crc32c::mask(crc32c::value(out.data(), out.size())), 4);
-  out.append(payload.data(), payload.size());
-  return out;
-}
-
-std::vector<char> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    int err = errno;
-    if (err == ENOENT)
-      throw NotFoundError(fmt::format("Checkpoint file '{}' does not exist", path));
-    throw UnavailableError(
-        fmt::format("Cannot open checkpoint file '{}': {}", path, std::strerror(err)));
-  }
-  in.seekg(0, std::ios::end);
-  auto size = static_cast<size_t>(in.tellg());
-  in.seekg(0, std::ios::beg);
-  std::vector<char> bytes(size);
-  if (size > 0 && !in.read(bytes.data(), static_cast<std::streamsize>(size))) {
-    throw UnavailableError(fmt::format("Cannot read checkpoint file '{}'", path));
-  }
-  return bytes;
-}
-
-at::Tensor bytes_tensor(std::string_view bytes) {
-  at::Tensor t = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
-  if (!bytes.empty()) std::memcpy(t.data_ptr<uint8_t>(), bytes.data(), bytes.size());
-  return t;
-}
-
-std::string tensor_bytes(const at::Tensor& t) {
-  at::Tensor c = t.contiguous();
-  return std::string(reinterpret_cast<const char*>(c.data_ptr<uint8_t>()),
-                     static_cast<size_t>(c.numel()));
-}
-
-c10::impl::GenericDict new_dict() {
-  return c10::impl::GenericDict(c10::StringType::get(), c10::AnyType::get());
-}
 
 std::string normal_dir(const std::string& dir) {
   fs::path p = fs::absolute(fs::path(dir.empty() ? "." : dir)).lexically_normal();
@@ -137,208 +68,25 @@ double mtime_seconds(const std::string& path) {
   return static_cast<double>(st.st_mtim.tv_sec) + static_cast<double>(st.st_mtim.tv_nsec) * 1e-9;
 }
 
-std::string first_line(const std::exception& e) {
-  // c10::Error's what() carries a backtrace; its first line is the message.
-  std::string msg = e.what();
-  if (auto nl = msg.find('\n'); nl != std::string::npos) msg.resize(nl);
-  return msg;
+// Removes the temporary files (util/atomic_file.h: `.<name>.tmp-<pid>-<n>`) that writers killed
+// mid-write left in `dir`: those whose process no longer exists.
+void remove_stale_temporaries(const std::string& dir) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const size_t at = name.rfind(".tmp-");
+    if (name.empty() || name[0] != '.' || at == std::string::npos) continue;
+    const long pid = std::strtol(name.c_str() + at + 5, nullptr, 10);
+    if (pid <= 0 || pid == ::getpid()) continue;
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+    std::error_code ignored;
+    fs::remove(entry.path(), ignored);
+  }
 }
 
 // Rethrows a trainhooks error with context, keeping its type.
 [[noreturn]] void rethrow_with(const Error& e, const std::string& context) {
   throw_error(e.code(), fmt::format("{}: {}", context, e.what()));
-}
-
-// ---- A decoded checkpoint -----------------------------------------------------------------------
-
-struct OptimizerState {
-  std::string archive;      // torch::serialize::OutputArchive bytes
-  std::vector<double> lrs;  // per parameter group; empty when the optimizer has no get_lr
-};
-
-struct Checkpoint {
-  std::string path;
-  std::map<std::string, at::Tensor> variables;
-  int64_t global_step = 0;
-  std::map<std::string, OptimizerState> optimizers;
-  std::optional<at::Tensor> cpu_rng;
-  std::map<std::string, InputPosition> inputs;
-  std::map<std::string, std::string> state;
-};
-
-// Field access on the unpickled payload; anything missing or mistyped is data loss (the CRC
-// matched, so the file was written that way, but not by this format).
-class Fields {
- public:
-  Fields(const c10::IValue& v, std::string where, const std::string& file)
-      : file_(file), where_(std::move(where)) {
-    if (!v.isGenericDict()) fail("is not a dict");
-    dict_ = v.toGenericDict();
-  }
-  const c10::IValue* find(const std::string& key) const {
-    auto it = dict_.find(c10::IValue(key));
-    return it == dict_.end() ? nullptr : &it->value();
-  }
-  const c10::IValue& get(const std::string& key) const {
-    const auto* v = find(key);
-    if (!v) fail(fmt::format("has no '{}'", key));
-    return *v;
-  }
-  int64_t integer(const std::string& key) const {
-    const auto& v = get(key);
-    if (!v.isInt()) fail(fmt::format("'{}' is not an integer", key));
-    return v.toInt();
-  }
-  at::Tensor bytes(const std::string& key) const {
-    const auto& v = get(key);
-    if (!v.isTensor() || v.toTensor().scalar_type() != at::kByte || v.toTensor().dim() != 1) {
-      fail(fmt::format("'{}' is not a uint8 tensor", key));
-    }
-    return v.toTensor();
-  }
-  Fields sub(const std::string& key) const { return Fields(get(key), where_ + "/" + key, file_); }
-  std::vector<std::string> keys() const {
-    std::vector<std::string> out;
-    for (const auto& kv : dict_) {
-      if (!kv.key().isString()) fail("has a key that is not a string");
-      out.push_back(kv.key().toStringRef());
-    }
-    return out;
-  }
-  [[noreturn]] void fail(const std::string& what) const {
-    throw DataLossError(fmt::format(
-        "Checkpoint file '{}' is not a valid training-state file: {} {}", file_, where_, what));
-  }
-
- private:
-  const std::string& file_;
-  std::string where_;
-  c10::impl::GenericDict dict_ = new_dict();
-};
-
-// Reads and verifies both files of the checkpoint at `path`. Throws NotFoundError, DataLossError
-// (corrupt or truncated: the fallback-worthy cases), FailedPreconditionError (newer format) or
-// UnavailableError (I/O), each naming the file.
-Checkpoint decode(const std::string& path) {
-  const std::string side_path = sidecar_path(path);
-  Checkpoint cp;
-  cp.path = path;
-
-  std::vector<char> side = read_file(side_path);
-  if (side.size() < kHeaderSize) {
-    throw DataLossError(
-        fmt::format("Checkpoint file '{}' is truncated: {} bytes, shorter than its {}-byte header",
-                    side_path, side.size(), kHeaderSize));
-  }
-  if (std::memcmp(side.data(), kMagic, sizeof(kMagic)) != 0) {
-    throw DataLossError(fmt::format(
-        "Checkpoint file '{}' is corrupt: it does not start with the training-state magic",
-        side_path));
-  }
-  if (crc32c::unmask(static_cast<uint32_t>(get_le(side.data() + 24, 4))) !=
-      crc32c::value(side.data(), 24)) {
-    throw DataLossError(
-        fmt::format("Checkpoint file '{}' is corrupt: header checksum mismatch", side_path));
-  }
-  const auto version = static_cast<uint32_t>(get_le(side.data() + 8, 4));
-  if (version == 0)
-    throw DataLossError(
-        fmt::format("Checkpoint file '{}' is corrupt: format version 0", side_path));
-  if (version > kFormatVersion) {
-    throw FailedPreconditionError(
-        fmt::format("Checkpoint file '{}' has format version {}; this version of trainhooks reads "
-                    "version {} or older",
-                    side_path, version, kFormatVersion));
-  }
-  const uint64_t length = get_le(side.data() + 12, 8);
-  if (length != side.size() - kHeaderSize) {
-    throw DataLossError(fmt::format(
-        "Checkpoint file '{}' is {}: its header announces {} payload bytes, the file has {}",
-        side_path, length > side.size() - kHeaderSize ? "truncated" : "corrupt", length,
-        side.size() - kHeaderSize));
-  }
-  const char* payload = side.data() + kHeaderSize;
-  if (crc32c::unmask(static_cast<uint32_t>(get_le(side.data() + 20, 4))) !=
-      crc32c::value(payload, length)) {
-    throw DataLossError(
-        fmt::format("Checkpoint file '{}' is corrupt: payload checksum mismatch", side_path));
-  }
-  c10::IValue root;
-  try {
-    root = torch::pickle_load(std::vector<char>(payload, payload + length));
-  } catch (const std::exception& e) {
-    throw DataLossError(
-        fmt::format("Checkpoint file '{}' is corrupt: its payload cannot be unpickled ({})",
-                    side_path, first_line(e)));
-  }
-
-  Fields top(root, "payload", side_path);
-  const auto& format = top.get("format");
-  if (!format.isString() || format.toStringRef() != kFormatName) top.fail("has the wrong 'format'");
-  Fields vars_info = top.sub("variables");
-  const int64_t vars_size = vars_info.integer("size");
-  const auto vars_crc = static_cast<uint32_t>(vars_info.integer("crc32c"));
-  cp.global_step = top.integer("global_step");
-  if (cp.global_step < 0) top.fail("'global_step' is negative");
-
-  Fields optimizers = top.sub("optimizers");
-  for (const auto& name : optimizers.keys()) {
-    Fields o = optimizers.sub(name);
-    OptimizerState s;
-    s.archive = tensor_bytes(o.bytes("archive"));
-    const auto& lr = o.get("lr");
-    if (!lr.isDoubleList()) o.fail("'lr' is not a list of floats");
-    s.lrs = lr.toDoubleVector();
-    cp.optimizers.emplace(name, std::move(s));
-  }
-  Fields rng = top.sub("rng");
-  if (rng.find("cpu")) cp.cpu_rng = rng.bytes("cpu");
-  Fields inputs = top.sub("inputs");
-  for (const auto& name : inputs.keys()) {
-    const auto& v = inputs.get(name);
-    if (!v.isIntList() || v.toIntList().size() != 2)
-      inputs.fail(fmt::format("'{}' is not [epoch, offset]", name));
-    auto pos = v.toIntVector();
-    if (pos[0] < 0 || pos[1] < 0) inputs.fail(fmt::format("'{}' is a negative position", name));
-    cp.inputs.emplace(name, InputPosition{pos[0], pos[1]});
-  }
-  Fields state = top.sub("state");
-  for (const auto& key : state.keys()) cp.state.emplace(key, tensor_bytes(state.bytes(key)));
-
-  std::vector<char> vars = read_file(path);
-  if (static_cast<int64_t>(vars.size()) != vars_size) {
-    throw DataLossError(
-        fmt::format("Checkpoint file '{}' is {}: {} bytes, {} were written", path,
-                    static_cast<int64_t>(vars.size()) < vars_size ? "truncated" : "corrupt",
-                    vars.size(), vars_size));
-  }
-  if (crc32c::value(vars.data(), vars.size()) != vars_crc) {
-    throw DataLossError(fmt::format(
-        "Checkpoint file '{}' is corrupt: its CRC32C does not match the one recorded in '{}'", path,
-        side_path));
-  }
-  c10::IValue value;
-  try {
-    value = torch::pickle_load(vars);
-  } catch (const std::exception& e) {
-    throw DataLossError(fmt::format("Checkpoint file '{}' is corrupt: it cannot be unpickled ({})",
-                                    path, first_line(e)));
-  }
-  if (!value.isGenericDict())
-    throw DataLossError(fmt::format("Checkpoint file '{}' does not hold a dict", path));
-  for (const auto& kv : value.toGenericDict()) {
-    if (!kv.key().isString() || !kv.value().isTensor()) {
-      throw DataLossError(
-          fmt::format("Checkpoint file '{}' is not a dict of name -> tensor", path));
-    }
-    cp.variables.emplace(kv.key().toStringRef(), kv.value().toTensor());
-  }
-  return cp;
-}
-
-std::string describe(const at::Tensor& t) {
-  return fmt::format("shape [{}] and dtype {}", fmt::join(t.sizes(), ", "),
-                     c10::toString(t.scalar_type()));
 }
 
 }  // namespace
@@ -398,19 +146,152 @@ Saver::DirState& Saver::dir_state(const std::string& dir, const Env& env) {
   if (it != dirs_.end()) return it->second;
   DirState state;
   recover(state, dir, env);
+  remove_stale_temporaries(dir);
   return dirs_.emplace(key, std::move(state)).first->second;
 }
 
 std::vector<std::string> Saver::last_checkpoints(const std::string& checkpoint_dir) const {
   std::vector<std::string> out;
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = dirs_.find(normal_dir(checkpoint_dir));
   if (it == dirs_.end()) return out;
   for (const auto& c : it->second.checkpoints) out.push_back(c.path);
   return out;
 }
 
+namespace {
+
+// A deep copy of one parameter's optimizer state, for LibTorch's built-in optimizers; null for
+// other state types (their optimizer is then serialised on the training thread). Adds the bytes
+// copied to `bytes`.
+std::unique_ptr<torch::optim::OptimizerParamState> deep_copy_state(
+    const torch::optim::OptimizerParamState& s, size_t& bytes) {
+  using namespace torch::optim;
+  auto copy = [&bytes](const at::Tensor& t) {
+    if (!t.defined()) return t;
+    bytes += t.nbytes();
+    return t.detach().clone();
+  };
+  if (const auto* p = dynamic_cast<const SGDParamState*>(&s)) {
+    auto out = std::make_unique<SGDParamState>(*p);
+    out->momentum_buffer(copy(p->momentum_buffer()));
+    return out;
+  }
+  // Adam and AdamW keep the same three moments in two unrelated types.
+  auto adam_like = [&copy](auto& out) {
+    out->exp_avg(copy(out->exp_avg()));
+    out->exp_avg_sq(copy(out->exp_avg_sq()));
+    out->max_exp_avg_sq(copy(out->max_exp_avg_sq()));
+  };
+  if (const auto* p = dynamic_cast<const AdamParamState*>(&s)) {
+    auto out = std::make_unique<AdamParamState>(*p);
+    adam_like(out);
+    return out;
+  }
+  if (const auto* p = dynamic_cast<const AdamWParamState*>(&s)) {
+    auto out = std::make_unique<AdamWParamState>(*p);
+    adam_like(out);
+    return out;
+  }
+  if (const auto* p = dynamic_cast<const RMSpropParamState*>(&s)) {
+    auto out = std::make_unique<RMSpropParamState>(*p);
+    out->square_avg(copy(p->square_avg()));
+    out->momentum_buffer(copy(p->momentum_buffer()));
+    out->grad_avg(copy(p->grad_avg()));
+    return out;
+  }
+  if (const auto* p = dynamic_cast<const AdagradParamState*>(&s)) {
+    auto out = std::make_unique<AdagradParamState>(*p);
+    out->sum(copy(p->sum()));
+    return out;
+  }
+  return nullptr;
+}
+
+std::string impl_key(const at::Tensor& t) { return c10::guts::to_string(t.unsafeGetTensorImpl()); }
+
+// A copy of `opt` over `params` (copies of its parameters, in the same order) with a deep copy of
+// its state and options, whose archive equals the original's; null if some state cannot be
+// copied this way.
+std::unique_ptr<torch::optim::Optimizer> copy_optimizer(const torch::optim::Optimizer& opt,
+                                                        const OptimizerFactory& factory,
+                                                        const std::vector<at::Tensor>& params,
+                                                        size_t& bytes) {
+  std::unique_ptr<torch::optim::Optimizer> copy = factory.make(params);
+  if (!copy || copy->param_groups().size() != opt.param_groups().size()) return nullptr;
+  for (size_t i = 0; i < opt.param_groups().size(); ++i) {
+    const auto& from = opt.param_groups()[i];
+    auto& to = copy->param_groups()[i];
+    if (from.params().size() != to.params().size()) return nullptr;
+    to.set_options(from.options().clone());
+    for (size_t j = 0; j < from.params().size(); ++j) {
+      auto it = opt.state().find(impl_key(from.params()[j]));
+      if (it == opt.state().end()) continue;  // no step taken for it yet
+      auto state = deep_copy_state(*it->second, bytes);
+      if (!state) return nullptr;
+      copy->state()[impl_key(to.params()[j])] = std::move(state);
+    }
+  }
+  return copy;
+}
+
+internal::OptimizerState serialize_optimizer(torch::optim::Optimizer& opt) {
+  internal::OptimizerState s;
+  torch::serialize::OutputArchive archive;
+  opt.save(archive);
+  // Room for up to four state tensors per parameter (Adam with amsgrad has three): reserving only
+  // maps memory, and it spares the copies of a growing buffer.
+  size_t param_bytes = 0;
+  for (const auto& group : opt.param_groups())
+    for (const auto& p : group.params()) param_bytes += p.nbytes();
+  s.archive.reserve(4 * param_bytes + (1 << 20));
+  archive.save_to([&s](const void* data, size_t size) {
+    s.archive.append(static_cast<const char*>(data), size);
+    return size;
+  });
+  try {
+    for (const auto& group : opt.param_groups()) s.lrs.push_back(group.options().get_lr());
+  } catch (const std::exception&) {
+    s.lrs.clear();  // an optimizer without a learning rate
+  }
+  return s;
+}
+
+}  // namespace
+
+struct SaverSnapshot::Impl {
+  std::string dir;
+  internal::CheckpointContents contents;
+  // Optimizers copied for a later serialisation, by train op name (copies only).
+  std::vector<std::pair<std::string, std::unique_ptr<torch::optim::Optimizer>>> optimizers;
+  size_t bytes = 0;
+  Env env;
+};
+
+SaverSnapshot::SaverSnapshot() = default;
+SaverSnapshot::~SaverSnapshot() = default;
+SaverSnapshot::SaverSnapshot(SaverSnapshot&&) noexcept = default;
+SaverSnapshot& SaverSnapshot::operator=(SaverSnapshot&&) noexcept = default;
+bool SaverSnapshot::empty() const { return impl_ == nullptr; }
+const std::string& SaverSnapshot::path() const {
+  static const std::string kNone;
+  return impl_ ? impl_->contents.path : kNone;
+}
+int64_t SaverSnapshot::global_step() const { return impl_ ? impl_->contents.global_step : 0; }
+size_t SaverSnapshot::bytes() const { return impl_ ? impl_->bytes : 0; }
+
 std::string Saver::save(Session& session, const std::string& save_path_prefix,
                         std::optional<int64_t> global_step) {
+  return write(capture(session, save_path_prefix, global_step, /*copy=*/false));
+}
+
+SaverSnapshot Saver::snapshot(Session& session, const std::string& save_path_prefix,
+                              std::optional<int64_t> global_step) {
+  return capture(session, save_path_prefix, global_step, /*copy=*/true);
+}
+
+SaverSnapshot Saver::capture(Session& session, const std::string& save_path_prefix,
+                             std::optional<int64_t> global_step, bool copy) {
   if (&session.graph() != graph_)
     throw InvalidArgument("Saver::save: the session runs another graph than this Saver's");
   if (save_path_prefix.empty())
@@ -441,89 +322,84 @@ std::string Saver::save(Session& session, const std::string& save_path_prefix,
           fmt::format("Parent directory of {} doesn't exist, can't save.", save_path_prefix));
     }
   }
-  const Env env = env_for(session);
   Graph& g = *graph_;
+  SaverSnapshot snap;
+  snap.impl_ = std::make_unique<SaverSnapshot::Impl>();
+  auto& impl = *snap.impl_;
+  impl.dir = dir;
+  impl.env = env_for(session);
+  auto& c = impl.contents;
+  c.path = path;
 
-  // Snapshot and encode everything first: a failure here writes nothing.
-  c10::Dict<std::string, at::Tensor> variables;
-  for (Node v : g.variables()) variables.insert(g.name(v), g.variable_value(v).detach().cpu());
-  const std::vector<char> vars_bytes = torch::pickle_save(c10::IValue(variables));
+  // Variables: copied when the write happens later, while training changes them in place.
+  std::map<const c10::TensorImpl*, at::Tensor> copies;
+  for (Node v : g.variables()) {
+    const at::Tensor& live = g.variable_value(v);
+    at::Tensor t = live.detach();
+    if (copy || !t.is_cpu())
+      t = copy ? t.to(at::kCPU, /*non_blocking=*/false, /*copy=*/true) : t.cpu();
+    if (copy) copies.emplace(live.unsafeGetTensorImpl(), t);
+    impl.bytes += t.nbytes();
+    c.variables.emplace_back(g.name(v), std::move(t));
+  }
+  c.global_step = g.global_step_value();
+  c.wall_time = clock_->wall_seconds();
 
-  auto payload = new_dict();
-  payload.insert(std::string("format"), std::string(kFormatName));
-  payload.insert(std::string("version"), static_cast<int64_t>(kFormatVersion));
-  auto vars_info = new_dict();
-  vars_info.insert(std::string("file"), fs::path(path).filename().string());
-  vars_info.insert(std::string("size"), static_cast<int64_t>(vars_bytes.size()));
-  vars_info.insert(std::string("crc32c"),
-                   static_cast<int64_t>(crc32c::value(vars_bytes.data(), vars_bytes.size())));
-  vars_info.insert(std::string("count"), static_cast<int64_t>(variables.size()));
-  payload.insert(std::string("variables"), vars_info);
-  payload.insert(std::string("global_step"), g.global_step_value());
-  payload.insert(std::string("wall_time"), clock_->wall_seconds());
-
-  auto optimizers = new_dict();
+  auto& gs = g.state();
   for (Node t : g.train_ops()) {
     auto& opt = g.optimizer(t);
-    torch::serialize::OutputArchive archive;
-    opt.save(archive);
-    std::ostringstream os;
-    archive.save_to(os);
-    c10::List<double> lrs;
-    try {
-      for (const auto& group : opt.param_groups()) lrs.push_back(group.options().get_lr());
-    } catch (const std::exception&) {
-      lrs.clear();  // an optimizer without a learning rate
+    const std::string& name = g.name(t);
+    if (copy) {
+      // A copy of the optimizer over the variables' copies: its archive, made on the writing
+      // thread, is the one the original would give now.
+      auto& op = gs.train_ops[gs.nodes[t.index].train_index];
+      std::vector<at::Tensor> params;
+      params.reserve(op.params.size());
+      for (const auto& p : op.params) {
+        auto it = copies.find(p.unsafeGetTensorImpl());
+        params.push_back(it != copies.end() ? it->second : p.detach().clone());
+      }
+      size_t bytes = 0;
+      if (auto dup = copy_optimizer(opt, op.factory, params, bytes)) {
+        impl.bytes += bytes;
+        impl.optimizers.emplace_back(name, std::move(dup));
+        continue;
+      }
     }
-    auto entry = new_dict();
-    entry.insert(std::string("archive"), bytes_tensor(os.str()));
-    entry.insert(std::string("lr"), lrs);
-    optimizers.insert(g.name(t), entry);
+    c.optimizers.emplace(name, serialize_optimizer(opt));
+    impl.bytes += c.optimizers.at(name).archive.size();
   }
-  payload.insert(std::string("optimizers"), optimizers);
-
-  auto rng = new_dict();
   {
     at::Generator gen = at::detail::getDefaultCPUGenerator();
     std::lock_guard<std::mutex> lock(gen.mutex());
-    rng.insert(std::string("cpu"), gen.get_state());
+    c.cpu_rng = gen.get_state();
   }
-  payload.insert(std::string("rng"), rng);
-
-  auto inputs = new_dict();
-  for (Node n : g.inputs()) {
-    InputPosition p = g.input_position(n);
-    inputs.insert(g.name(n), c10::List<int64_t>({p.epoch, p.offset}));
-  }
-  payload.insert(std::string("inputs"), inputs);
-
-  auto state = new_dict();
+  for (Node n : g.inputs()) c.inputs.emplace(g.name(n), g.input_position(n));
   for (const auto& [key, provider] : g.state_providers())
-    state.insert(key, bytes_tensor(provider->save_state()));
-  payload.insert(std::string("state"), state);
+    c.state.emplace(key, provider->save_state());
+  return snap;
+}
 
-  const std::string sidecar = frame_sidecar(torch::pickle_save(c10::IValue(payload)));
-
+std::string Saver::write(SaverSnapshot snapshot) {
+  if (snapshot.empty()) throw InvalidArgument("Saver::write: the snapshot is empty");
+  std::lock_guard<std::mutex> write_lock(write_mu_);
+  auto& impl = *snapshot.impl_;
+  auto& c = impl.contents;
+  const std::string& path = c.path;
+  const std::string& dir = impl.dir;
+  const Env& env = impl.env;
+  for (auto& [name, opt] : impl.optimizers) c.optimizers.emplace(name, serialize_optimizer(*opt));
+  impl.optimizers.clear();
   // Variables, then the sidecar that vouches for them, then the state file that lists both.
-  try {
-    internal::write_file_atomically(path, std::string_view(vars_bytes.data(), vars_bytes.size()));
-  } catch (const Error& e) {
-    rethrow_with(e, fmt::format("Cannot write checkpoint file '{}'", path));
-  }
-  try {
-    internal::write_file_atomically(sidecar_path(path), sidecar);
-  } catch (const Error& e) {
-    std::error_code ec;
-    fs::remove(path, ec);  // unlisted and without its sidecar: of no use
-    rethrow_with(e, fmt::format("Cannot write checkpoint file '{}'", sidecar_path(path)));
-  }
+  internal::write_checkpoint_files(c);
 
   // Retention (TensorFlow's _RecordLastCheckpoint and _MaybeDeleteOldCheckpoints), decided on
   // copies and committed once the state file is written.
+  std::lock_guard<std::mutex> lock(mu_);
   DirState& ds = dir_state(dir, env);
   std::vector<Listed> listed = ds.checkpoints;
-  std::erase_if(listed, [&](const Listed& c) { return same_path(c.path, path); });
-  listed.push_back({path, clock_->wall_seconds()});
+  std::erase_if(listed, [&](const Listed& l) { return same_path(l.path, path); });
+  listed.push_back({path, c.wall_time});
   std::vector<Listed> dropped;
   if (options_.max_to_keep > 0) {
     while (listed.size() > static_cast<size_t>(options_.max_to_keep)) {
@@ -534,20 +410,20 @@ std::string Saver::save(Session& session, const std::string& save_path_prefix,
   double next_keep = next_keep_time_;
   double last_preserved = ds.last_preserved_timestamp;
   std::vector<std::string> to_delete;
-  for (const auto& c : dropped) {
-    if (c.timestamp > next_keep) {
+  for (const auto& d : dropped) {
+    if (d.timestamp > next_keep) {
       next_keep += options_.keep_checkpoint_every_n_hours * 3600;
-      last_preserved = c.timestamp;
+      last_preserved = d.timestamp;
     } else {
-      to_delete.push_back(c.path);
+      to_delete.push_back(d.path);
     }
   }
 
   CheckpointState st;
   st.model_checkpoint_path = path;
-  for (const auto& c : listed) {
-    st.all_model_checkpoint_paths.push_back(c.path);
-    st.all_model_checkpoint_timestamps.push_back(c.timestamp);
+  for (const auto& l : listed) {
+    st.all_model_checkpoint_paths.push_back(l.path);
+    st.all_model_checkpoint_timestamps.push_back(l.timestamp);
   }
   st.last_preserved_timestamp = last_preserved;
   try {
@@ -576,30 +452,32 @@ namespace {
 // What restore() will apply, checked against the graph.
 struct Plan {
   std::vector<std::pair<Node, at::Tensor>> variables;
-  std::vector<std::pair<Node, const OptimizerState*>> optimizers;
+  std::vector<std::pair<Node, const internal::OptimizerState*>> optimizers;
   std::vector<std::pair<Node, InputPosition>> inputs;
   std::vector<std::pair<std::string, StateProvider*>> providers;
   std::vector<const std::string*> provider_bytes;
   std::vector<std::string> warnings;
 };
 
-Plan check(Graph& g, const Checkpoint& cp) {
+Plan check(Graph& g, const internal::CheckpointContents& cp) {
   Plan plan;
+  std::map<std::string_view, const at::Tensor*> saved;
+  for (const auto& [name, t] : cp.variables) saved.emplace(name, &t);
   for (Node v : g.variables()) {
     const auto& name = g.name(v);
-    auto it = cp.variables.find(name);
-    if (it == cp.variables.end()) {
+    auto it = saved.find(name);
+    if (it == saved.end()) {
       throw NotFoundError(
           fmt::format("Variable '{}' is not in the checkpoint '{}'", name, cp.path));
     }
+    const at::Tensor& t = *it->second;
     const at::Tensor& current = g.variable_value(v);
-    if (it->second.sizes() != current.sizes() ||
-        it->second.scalar_type() != current.scalar_type()) {
+    if (t.sizes() != current.sizes() || t.scalar_type() != current.scalar_type()) {
       throw InvalidArgument(
           fmt::format("Variable '{}' in the checkpoint '{}' has {}, the graph's has {}", name,
-                      cp.path, describe(it->second), describe(current)));
+                      cp.path, internal::describe_tensor(t), internal::describe_tensor(current)));
     }
-    plan.variables.emplace_back(v, it->second);
+    plan.variables.emplace_back(v, t);
   }
 
   auto& gs = g.state();
@@ -630,7 +508,7 @@ Plan check(Graph& g, const Checkpoint& cp) {
       throw InvalidArgument(
           fmt::format("The optimizer state of train op '{}' in the checkpoint '{}' does not fit "
                       "its {} optimizer: {}",
-                      name, cp.path, op.factory.name, first_line(e)));
+                      name, cp.path, op.factory.name, internal::first_line(e)));
     }
     plan.optimizers.emplace_back(t, &it->second);
   }
@@ -647,8 +525,9 @@ Plan check(Graph& g, const Checkpoint& cp) {
       at::Generator scratch = at::detail::createCPUGenerator();
       scratch.set_state(*cp.cpu_rng);
     } catch (const std::exception& e) {
-      throw InvalidArgument(fmt::format(
-          "The CPU RNG state in the checkpoint '{}' cannot be used: {}", cp.path, first_line(e)));
+      throw InvalidArgument(
+          fmt::format("The CPU RNG state in the checkpoint '{}' cannot be used: {}", cp.path,
+                      internal::first_line(e)));
     }
   }
 
@@ -689,7 +568,7 @@ Plan check(Graph& g, const Checkpoint& cp) {
   return plan;
 }
 
-void apply(Graph& g, const Checkpoint& cp, const Plan& plan, const Env& env) {
+void apply(Graph& g, const internal::CheckpointContents& cp, const Plan& plan, const Env& env) {
   // State providers first: they are the only part that may reject its bytes, and are rolled back
   // from a snapshot if one does.
   std::vector<std::string> before;
@@ -755,7 +634,7 @@ void Saver::restore(Session& session, const std::string& path) {
   const Env env = env_for(session);
   check_exists(path);
   env.info(fmt::format("Restoring parameters from {}", path));
-  Checkpoint cp = decode(path);
+  internal::CheckpointContents cp = internal::decode_checkpoint(path);
   Plan plan = check(*graph_, cp);
   apply(*graph_, cp, plan, env);
 }
@@ -778,11 +657,11 @@ std::optional<std::string> Saver::restore_latest(Session& session,
   std::vector<std::string> failures;
   for (size_t i = 0; i < candidates.size(); ++i) {
     const std::string& path = candidates[i];
-    std::optional<Checkpoint> cp;
+    std::optional<internal::CheckpointContents> cp;
     try {
       check_exists(path);
       env.info(fmt::format("Restoring parameters from {}", path));
-      cp = decode(path);
+      cp = internal::decode_checkpoint(path);
     } catch (const Error& e) {
       if (e.code() != Code::kDataLoss && e.code() != Code::kNotFound) throw;
       env.warning(fmt::format("Checkpoint {} cannot be restored: {}. {}", path, e.what(),
@@ -793,6 +672,7 @@ std::optional<std::string> Saver::restore_latest(Session& session,
     }
     Plan plan = check(*graph_, *cp);
     apply(*graph_, *cp, plan, env);
+    std::lock_guard<std::mutex> lock(mu_);
     dir_state(checkpoint_dir, env);  // retention continues with what the state file lists
     return path;
   }

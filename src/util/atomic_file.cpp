@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -13,61 +14,96 @@
 
 namespace trainhooks::internal {
 
+namespace fs = std::filesystem;
+
 namespace {
 
 [[noreturn]] void fail(const char* what, const std::string& path, int err) {
   std::string message = fmt::format("{} '{}': {}", what, path, std::strerror(err));
   if (err == ENOENT) throw NotFoundError(message);
   if (err == ENOSPC || err == EDQUOT) throw ResourceExhaustedError(message);
+  // The file system refuses for a reason a retry will not change: not a transient error, so a
+  // MonitoredSession does not recover from it by restarting the session.
+  if (err == EISDIR || err == ENOTDIR || err == EROFS || err == EACCES || err == EPERM ||
+      err == ENAMETOOLONG || err == ELOOP)
+    throw FailedPreconditionError(message);
   throw UnavailableError(message);
 }
 
+std::atomic<uint64_t> g_temp_counter{0};
+
 }  // namespace
 
-void write_file_atomically(const std::string& path, std::string_view contents) {
-  namespace fs = std::filesystem;
-  fs::path target(path);
-  fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  std::string tmp = (dir / fmt::format(".{}.tmp-{}", target.filename().string(), ::getpid())).string();
+AtomicFileWriter::AtomicFileWriter(std::string path) : path_(std::move(path)) {
+  fs::path target(path_);
+  dir_ = target.has_parent_path() ? target.parent_path().string() : std::string(".");
+  // pid and a counter: concurrent writers in one process (an asynchronous checkpoint and the
+  // training thread) never share a temporary file.
+  tmp_ = (fs::path(dir_) / fmt::format(".{}.tmp-{}-{}", target.filename().string(), ::getpid(),
+                                       g_temp_counter.fetch_add(1)))
+             .string();
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) fail("Cannot create", tmp_, errno);
+}
 
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail("Cannot create", tmp, errno);
-  const char* p = contents.data();
-  size_t left = contents.size();
+AtomicFileWriter::~AtomicFileWriter() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_) ::unlink(tmp_.c_str());
+}
+
+void AtomicFileWriter::write_at(const void* data, size_t size, std::optional<uint64_t> offset) {
+  const char* p = static_cast<const char*>(data);
+  uint64_t at = offset ? *offset : size_;
+  size_t left = size;
   while (left > 0) {
-    ssize_t n = ::write(fd, p, left);
+    ssize_t n = offset ? ::pwrite(fd_, p, left, static_cast<off_t>(at)) : ::write(fd_, p, left);
     if (n < 0) {
       if (errno == EINTR) continue;
-      int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      fail("Cannot write", tmp, err);
+      fail("Cannot write", tmp_, errno);
     }
     p += n;
+    at += static_cast<uint64_t>(n);
     left -= static_cast<size_t>(n);
   }
-  if (::fsync(fd) != 0) {
-    int err = errno;
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    fail("Cannot fsync", tmp, err);
+  if (!offset) size_ += size;
+}
+
+void AtomicFileWriter::append(const void* data, size_t size) { write_at(data, size, std::nullopt); }
+
+void AtomicFileWriter::overwrite(uint64_t offset, const void* data, size_t size) {
+  if (offset + size > size_) {
+    throw InvalidArgument(
+        fmt::format("AtomicFileWriter: overwrite past the end of '{}' ({} + {} > {})", tmp_, offset,
+                    size, size_));
   }
-  if (::close(fd) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    fail("Cannot close", tmp, err);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    fail("Cannot rename onto", path, err);
-  }
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) fail("Cannot open directory", dir.string(), errno);
+  write_at(data, size, offset);
+}
+
+void AtomicFileWriter::commit(bool sync_directory) {
+  if (committed_ || fd_ < 0) throw FailedPreconditionError("AtomicFileWriter: committed twice");
+  // fdatasync: the data and the size, which reading it back needs; not the time stamps.
+  if (::fdatasync(fd_) != 0) fail("Cannot fsync", tmp_, errno);
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) fail("Cannot close", tmp_, errno);
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0) fail("Cannot rename onto", path_, errno);
+  committed_ = true;
+  if (sync_directory) sync_dir(dir_);
+}
+
+void sync_dir(const std::string& dir_) {
+  int dfd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) fail("Cannot open directory", dir_, errno);
   int rc = ::fsync(dfd);
   int err = errno;
   ::close(dfd);
-  if (rc != 0) fail("Cannot fsync directory", dir.string(), err);
+  if (rc != 0) fail("Cannot fsync directory", dir_, err);
+}
+
+void write_file_atomically(const std::string& path, std::string_view contents) {
+  AtomicFileWriter file(path);
+  file.append(contents.data(), contents.size());
+  file.commit();
 }
 
 }  // namespace trainhooks::internal

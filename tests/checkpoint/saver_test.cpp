@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/checkpoint_file.h"
 #include "test_util.h"
 #include "trainhooks/checkpoint/checkpoint_state.h"
 #include "trainhooks/errors.h"
@@ -609,3 +610,86 @@ TEST_F(SaverTest, PythonTorchLoadReadsTheCheckpoint) {
 }
 
 }  // namespace
+
+TEST_F(SaverTest, ASnapshotHoldsTheStateOfItsMomentWhileTrainingGoesOn) {
+  Model a(1);
+  th::Session sa(a.g);
+  a.steps(sa, 3);  // Adam moments exist
+  a.counter.value = 7;
+  th::Saver saver(a.g, options());
+  const auto at3 = a.values();
+  th::SaverSnapshot snap = saver.snapshot(sa, dir.file("model.ckpt"), a.g.global_step_value());
+  EXPECT_EQ(snap.path(), dir.file("model.ckpt-3"));
+  EXPECT_EQ(snap.global_step(), 3);
+  // Variables and Adam's two moments, 4 bytes per float.
+  int64_t floats = 0;
+  for (const auto& v : at3) floats += v.numel();
+  EXPECT_EQ(snap.bytes(), static_cast<size_t>(3 * floats * 4));
+  // Training changes the variables and the optimizer state in place.
+  a.steps(sa, 2);
+  a.counter.value = 9;
+  EXPECT_EQ(saver.write(std::move(snap)), dir.file("model.ckpt-3"));
+  EXPECT_EQ(th::Saver::latest_checkpoint(dir.path()), dir.file("model.ckpt-3"));
+
+  // Restored, it continues exactly as a model that stopped at step 3.
+  Model b(2);
+  th::Session sb(b.g);
+  th::Saver(b.g, options()).restore(sb, dir.file("model.ckpt-3"));
+  expect_same(b.values(), at3);
+  EXPECT_EQ(b.g.global_step_value(), 3);
+  EXPECT_EQ(b.counter.value, 7);
+  EXPECT_EQ(b.g.input_position(b.batch[0]), (th::InputPosition{0, 9}));
+  Model straight(1);
+  th::Session ss(straight.g);
+  straight.steps(ss, 3);
+  straight.steps(ss, 2);
+  b.steps(sb, 2);
+  expect_same(b.values(), straight.values());
+}
+
+TEST_F(SaverTest, SnapshotAndWriteGiveTheSameFilesAsSave) {
+  Model a(1);
+  th::Session sa(a.g);
+  a.steps(sa, 2);
+  th::Saver saver(a.g, options());
+  torch::manual_seed(5);
+  saver.save(sa, dir.file("sync.ckpt"), 2);
+  torch::manual_seed(5);
+  saver.write(saver.snapshot(sa, dir.file("async.ckpt"), 2));
+  EXPECT_EQ(read_bytes(dir.file("sync.ckpt-2")), read_bytes(dir.file("async.ckpt-2")));
+  th::Saver(a.g, options()).restore(sa, dir.file("async.ckpt-2"));
+}
+
+TEST_F(SaverTest, SnapshotChecksItsArgumentsAndWriteAnEmptySnapshot) {
+  Model a;
+  th::Session sa(a.g);
+  th::Saver saver(a.g, options());
+  EXPECT_EQ(message_of<th::NotFoundError>(
+                [&] { saver.snapshot(sa, dir.file("missing/model.ckpt"), 1); }),
+            "Parent directory of " + dir.file("missing/model.ckpt") + " doesn't exist, can't save.");
+  EXPECT_EQ(message_of<th::InvalidArgument>([&] { saver.write(th::SaverSnapshot()); }),
+            "Saver::write: the snapshot is empty");
+}
+
+TEST(CheckpointFileTest, StreamedPickleIsTorchPickleSave) {
+  c10::Dict<std::string, at::Tensor> d;
+  d.insert("a", torch::arange(10, torch::kFloat));
+  d.insert("b/c", torch::ones({2, 3}, torch::kDouble));
+  d.insert("empty", torch::empty({0}));
+  const c10::IValue v(d);
+  EXPECT_EQ(th::internal::pickle_bytes(v), torch::pickle_save(v));
+}
+
+TEST_F(SaverTest, TheFirstSaveIntoADirectoryRemovesTemporariesOfEndedWriters) {
+  Model m;
+  th::Session s(m.g);
+  // Left by a writer killed mid-write (no such process), and one of this process.
+  const std::string stale = dir.file(".model.ckpt-3.tmp-99999999-0");
+  const std::string ours = dir.file(".model.ckpt-3.tmp-" + std::to_string(::getpid()) + "-7");
+  write_bytes(stale, "partial");
+  write_bytes(ours, "partial");
+  th::Saver saver(m.g, options());
+  saver.save(s, dir.file("model.ckpt"), 1);
+  EXPECT_FALSE(fs::exists(stale));
+  EXPECT_TRUE(fs::exists(ours));
+}

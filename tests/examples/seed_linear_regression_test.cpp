@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "trainhooks/checkpoint/saver.h"
 #include "trainhooks/checkpoint/variables.h"
 #include "trainhooks/summary/event_reader.h"
 #include "trainhooks/graph.h"
@@ -126,6 +127,13 @@ TEST_F(SeedLinearRegressionTest, SavesTheModelExactlyOnceInEnd) {
   }
   EXPECT_EQ(saved, 1);
   EXPECT_TRUE(fs::exists(model_));
+  // Written by a Saver: the training state beside the variables, and the state file naming it.
+  EXPECT_TRUE(fs::exists(model_ + ".trainstate"));
+  EXPECT_EQ(th::Saver::latest_checkpoint(dir_), model_);
+}
+
+TEST_F(SeedLinearRegressionTest, StartsAtGlobalStepZeroWithoutACheckpointDir) {
+  EXPECT_EQ(lines_of(result_->out).front(), "Starting at global step 0");
 }
 
 TEST_F(SeedLinearRegressionTest, SavedModelLoadsBackIntoAGraph) {
@@ -178,6 +186,50 @@ TEST_F(SeedLinearRegressionTest, WritesSummariesEveryTenStepsAndLogsStepsPerSeco
     ++count;
   }
   EXPECT_EQ(count, 9u);
+}
+
+// A second run with the same checkpoint directory resumes where the first stopped, and ends with
+// the same bits as one uninterrupted run of the same total length.
+TEST(SeedLinearRegressionResumeTest, ASecondRunResumesFromTheFirstRunsCheckpoint) {
+  std::string pattern = (fs::path(::testing::TempDir()) / "seed_resume_XXXXXX").string();
+  ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
+  const fs::path dir = pattern;
+  const std::string binary = TRAINHOOKS_BINARY_DIR "/examples/seed_linear_regression";
+  auto run = [&](const std::string& name, int steps, const std::string& ckpt) {
+    return run_command(shell_quoted(binary) + " --steps " + std::to_string(steps) + " --model " +
+                       shell_quoted((dir / name).string()) + " --checkpoint_dir " +
+                       shell_quoted((dir / ckpt).string()) + " --save_steps 20 2> " +
+                       shell_quoted((dir / (name + ".stderr")).string()));
+  };
+  auto first = run("first.pt", 30, "ckpt");
+  ASSERT_EQ(first.exit_code, 0) << first.out;
+  auto second = run("second.pt", 20, "ckpt");
+  ASSERT_EQ(second.exit_code, 0) << second.out;
+  auto straight = run("straight.pt", 50, "straight_ckpt");
+  ASSERT_EQ(straight.exit_code, 0) << straight.out;
+
+  EXPECT_EQ(lines_of(first.out).front(), "Starting at global step 0");
+  EXPECT_EQ(lines_of(second.out).front(), "Starting at global step 30");
+  EXPECT_THAT(lines_of(second.out).back(), ::testing::EndsWith(", global_step = 50"));
+  std::ifstream err(dir / "second.pt.stderr");
+  std::string text((std::istreambuf_iterator<char>(err)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(text, ::testing::HasSubstr("INFO:trainhooks:Restoring parameters from " +
+                                         (dir / "ckpt/model.ckpt-30").string() + "\n"));
+  // The first run saves at creation, at 20 and at its end (30); the second, which does not
+  // rewrite 30, saves 20 steps after it (50).
+  EXPECT_EQ(th::Saver::latest_checkpoint((dir / "ckpt").string()), (dir / "ckpt/model.ckpt-50").string());
+  for (int step : {0, 20, 30, 50})
+    EXPECT_TRUE(th::Saver::checkpoint_exists((dir / ("ckpt/model.ckpt-" + std::to_string(step))).string())) << step;
+
+  th::Graph a, b;
+  auto Wa = a.variable("W", at::zeros({1})), ba = a.variable("b", at::zeros({1}));
+  auto Wb = b.variable("W", at::zeros({1})), bb = b.variable("b", at::zeros({1}));
+  th::load_variables(a, (dir / "second.pt").string());
+  th::load_variables(b, (dir / "straight.pt").string());
+  EXPECT_TRUE(at::equal(a.variable_value(Wa), b.variable_value(Wb)));
+  EXPECT_TRUE(at::equal(a.variable_value(ba), b.variable_value(bb)));
+  std::error_code ignored;
+  fs::remove_all(dir, ignored);
 }
 
 }  // namespace

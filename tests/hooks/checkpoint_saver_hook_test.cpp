@@ -5,14 +5,17 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "test_util.h"
 #include "trainhooks/checkpoint/checkpoint_state.h"
 #include "trainhooks/checkpoint/saver.h"
+#include "trainhooks/coordinator.h"
 #include "trainhooks/errors.h"
 #include "trainhooks/summary/event_reader.h"
 #include "trainhooks/summary/event_writer.h"
@@ -240,6 +243,135 @@ TEST_F(CheckpointSaverHookTest, RejectsASaverOfAnotherGraph) {
   th::testing::TinyModel other;
   auto saver = std::make_shared<th::Saver>(other.g);
   EXPECT_THROW(session({hook({.save_steps = 1, .saver = saver})}), th::InvalidArgument);
+}
+
+}  // namespace
+
+namespace {
+
+std::vector<std::string> without_waiting(std::vector<std::string> lines) {
+  std::erase_if(lines, [](const std::string& l) { return l.rfind("Waiting for the", 0) == 0; });
+  return lines;
+}
+
+TEST_F(CheckpointSaverHookTest, AsyncSavesEveryTriggerAndReportsOnTheTrainingThreadInOrder) {
+  auto listener = std::make_shared<RecordingListener>();
+  auto sess = session({hook({.save_steps = 1,
+                             .listeners = {listener},
+                             .saver_options = {.max_to_keep = 10},
+                             .async_save = true})});
+  run(*sess, 4);
+  sess->close();
+  EXPECT_THAT(saved_steps(), ElementsAre(0, 1, 2, 3, 4));
+  // A trigger waits for the write in flight, so each save is reported before the next begins.
+  EXPECT_THAT(listener->calls,
+              ElementsAre("begin", "before_save 0", "after_save 0", "before_save 1", "after_save 1",
+                          "before_save 2", "after_save 2", "before_save 3", "after_save 3",
+                          "before_save 4", "after_save 4", "end 4"));
+  EXPECT_THAT(without_waiting(fe.log->messages()), ElementsAreArray(save_lines({0, 1, 2, 3, 4})));
+  EXPECT_TRUE(fe.log->messages(th::LogLevel::kWarning).empty());
+}
+
+TEST_F(CheckpointSaverHookTest, AsyncCheckpointsHoldTheStateOfTheirStep) {
+  auto sess = session({hook({.save_steps = 1, .saver_options = {.max_to_keep = 10},
+                             .async_save = true})});
+  std::vector<at::Tensor> w{m.g.variable_value(m.w).detach().clone()};
+  for (int i = 1; i <= 5; ++i) {
+    run(*sess, 1);
+    w.push_back(m.g.variable_value(m.w).detach().clone());
+  }
+  run(*sess, 1);  // step 6, saved at end
+  sess->close();
+  for (int step = 0; step <= 5; ++step) {
+    th::testing::TinyModel other;
+    th::Session s(other.g);
+    th::Saver(other.g).restore(s, root.file("ckpt/model.ckpt-" + std::to_string(step)));
+    EXPECT_TRUE(torch::equal(other.g.variable_value(other.w), w[step])) << "step " << step;
+    EXPECT_EQ(other.g.global_step_value(), step);
+  }
+  EXPECT_EQ(th::Saver::latest_checkpoint(dir()), root.file("ckpt/model.ckpt-6"));
+}
+
+TEST_F(CheckpointSaverHookTest, AsyncWriteErrorIsReportedByClose) {
+  // A directory where the variables file of step 2 goes: only the write itself fails.
+  fs::create_directories(root.file("ckpt/model.ckpt-2"));
+  auto listener = std::make_shared<RecordingListener>();
+  auto sess = session({hook({.save_steps = 2, .listeners = {listener}, .async_save = true})});
+  run(*sess, 2);
+  const std::string error = th::testing::error_message<th::Error>([&] { sess->close(); });
+  EXPECT_THAT(error, ::testing::HasSubstr("Cannot write checkpoint file '" +
+                                          root.file("ckpt/model.ckpt-2") + "'"));
+  EXPECT_THAT(saved_steps(), ElementsAre(0));
+  EXPECT_EQ(listener->count("after_save 2"), 0);
+  EXPECT_EQ(listener->count("end"), 1);  // end() still reached the listeners
+}
+
+TEST_F(CheckpointSaverHookTest, AsyncWriteErrorIsRaisedByALaterRun) {
+  fs::create_directories(root.file("ckpt/model.ckpt-1"));
+  auto sess = session({hook({.save_steps = 1, .async_save = true})});
+  // Step 1's write fails; the next trigger (step 2) waits for it and raises its error.
+  run(*sess, 1);
+  EXPECT_THAT(th::testing::error_message<th::Error>([&] { run(*sess, 1); }),
+              ::testing::HasSubstr(root.file("ckpt/model.ckpt-1")));
+}
+
+TEST_F(CheckpointSaverHookTest, ARestartDoesNotRewriteTheCheckpointItRestoredFrom) {
+  const std::string path3 = root.file("ckpt/model.ckpt-3");
+  {
+    th::MonitoredTrainingSession sess(
+        m.g, {.checkpoint_dir = dir(), .save_checkpoint_steps = 2, .log_step_count_steps = 0,
+              .env = fe.env()});
+    run(sess, 3);
+  }
+  EXPECT_THAT(saved_steps(), ElementsAre(0, 2, 3));
+  const auto mtime = fs::last_write_time(path3);
+  fe.log->clear();
+  th::testing::TinyModel again;
+  {
+    th::MonitoredTrainingSession sess(
+        again.g, {.checkpoint_dir = dir(), .save_checkpoint_steps = 2, .log_step_count_steps = 0,
+                  .async_checkpoints = true, .env = fe.env()});
+    EXPECT_EQ(again.g.global_step_value(), 3);
+    EXPECT_EQ(fs::last_write_time(path3), mtime);
+    sess.run(again.train, again.feed());
+  }
+  EXPECT_THAT(saved_steps(), ElementsAre(0, 2, 3, 4));
+  auto info = fe.log->messages();
+  ASSERT_FALSE(info.empty());
+  EXPECT_EQ(info.front(), "Restoring parameters from " + path3);
+  EXPECT_THAT(without_waiting(std::vector<std::string>(info.begin() + 1, info.end())),
+              ElementsAreArray(save_lines({4})));
+}
+
+}  // namespace
+
+namespace {
+
+// Asks the Coordinator to stop as soon as the session exists (as PreemptionHook does for a signal
+// received before the first step).
+struct StopAtCreationHook : th::SessionRunHook {
+  void after_create_session(th::Session&, th::Coordinator& coord) override { coord.request_stop(); }
+};
+
+// Makes every snapshot slow, so the writer thread sees the stop request before any job.
+struct SlowState : th::StateProvider {
+  std::string save_state() const override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    return "x";
+  }
+  void load_state(std::string_view) override {}
+};
+
+TEST_F(CheckpointSaverHookTest, AsyncSaveAfterTheWriterEndedIsWrittenOnTheTrainingThread) {
+  SlowState slow;
+  m.g.register_state("test/slow", &slow);
+  auto sess = session({std::make_shared<StopAtCreationHook>(),
+                       hook({.save_steps = 1, .async_save = true})});
+  EXPECT_TRUE(sess->should_stop());
+  sess->close();  // returns: nothing waits for a writer that has gone
+  EXPECT_THAT(saved_steps(), ElementsAre(0));
+  EXPECT_THAT(without_waiting(fe.log->messages()), ElementsAreArray(save_lines({0})));
+  m.g.unregister_state("test/slow");
 }
 
 }  // namespace

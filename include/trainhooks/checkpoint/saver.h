@@ -23,13 +23,14 @@
 //
 // The Saver remembers, per directory, the checkpoints it listed (TensorFlow's last_checkpoints);
 // its first save into a directory, or restore_latest(), reads that directory's state file so that
-// retention continues across restarts. Not thread-safe: one save or restore at a time, on the
-// thread that runs the session.
+// retention continues across restarts. One save or restore at a time, on the thread that runs
+// the session; only write() (below) may run on another thread.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -57,6 +58,28 @@ struct SaverOptions {
   Env env;
 };
 
+// A checkpoint captured in host memory by Saver::snapshot(), written by Saver::write(). Movable;
+// holds copies, so training may go on while it is written.
+class SaverSnapshot {
+ public:
+  SaverSnapshot();
+  ~SaverSnapshot();
+  SaverSnapshot(SaverSnapshot&&) noexcept;
+  SaverSnapshot& operator=(SaverSnapshot&&) noexcept;
+
+  bool empty() const;
+  // The checkpoint path it will be written to, and its global step.
+  const std::string& path() const;
+  int64_t global_step() const;
+  // Host memory it holds: the variables' and optimizer states' bytes.
+  size_t bytes() const;
+
+ private:
+  friend class Saver;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 class Saver {
  public:
   // InvalidArgument naming the option for a bad keep_checkpoint_every_n_hours.
@@ -71,6 +94,17 @@ class Saver {
   // does not exist; write errors (a full disk: ResourceExhaustedError) name the file.
   std::string save(Session& session, const std::string& save_path_prefix,
                    std::optional<int64_t> global_step = std::nullopt);
+
+  // save() in two halves, for saving while training goes on (CheckpointSaverHookOptions::
+  // async_save): snapshot() copies the variables, optimizer states and the rest into host memory
+  // on the thread that runs the session (with save()'s argument checks; the copy is all it costs
+  // that thread), and write() encodes and writes that copy, on any thread, with save()'s
+  // guarantees and write errors, and returns its path. write() calls are serialised; a restore
+  // must not run during a write. Optimizers whose state is not one of LibTorch's built-in
+  // optimizers' are serialised by snapshot() itself.
+  SaverSnapshot snapshot(Session& session, const std::string& save_path_prefix,
+                         std::optional<int64_t> global_step = std::nullopt);
+  std::string write(SaverSnapshot snapshot);
 
   // Logs `Restoring parameters from PATH`. NotFoundError naming a missing file, DataLossError
   // naming a corrupt or truncated one, FailedPreconditionError for a newer format;
@@ -113,6 +147,8 @@ class Saver {
     std::vector<Listed> checkpoints;  // oldest first
     double last_preserved_timestamp = 0;
   };
+  SaverSnapshot capture(Session& session, const std::string& save_path_prefix,
+                        std::optional<int64_t> global_step, bool copy);
   DirState& dir_state(const std::string& dir, const Env& env);
   void recover(DirState& state, const std::string& dir, const Env& env);
   Env env_for(const Session& session) const;
@@ -121,7 +157,9 @@ class Saver {
   SaverOptions options_;
   std::shared_ptr<Clock> clock_;
   double next_keep_time_;
-  std::map<std::string, DirState> dirs_;  // by absolute, normal directory
+  std::map<std::string, DirState> dirs_;  // by absolute, normal directory; guarded by mu_
+  mutable std::mutex mu_;
+  std::mutex write_mu_;  // one write() at a time
 };
 
 }  // namespace trainhooks

@@ -24,6 +24,23 @@
 //   th::MonitoredSession sess(std::make_unique<th::ChiefSessionCreator>(g), {hook});
 //
 // Save secs are measured on the hook's Env clock (steady time), so a FakeClock drives them.
+//
+// When the newest checkpoint listed by the Saver in checkpoint_dir is already at the global step
+// of after_create_session() (the one just restored from, with a Saver shared with the session
+// creator as MonitoredTrainingSession does), it is not written again: rewriting the files a
+// restart depends on would only open a window in which a crash could damage them.
+//
+// async_save: a save copies the state into host memory on the training thread (Saver::snapshot)
+// and a background thread, registered with the session's Coordinator, encodes and writes it
+// while training goes on. At most one save is in flight: a trigger during a write first waits
+// for that write to finish (logged, as TF's AsyncCheckpointSaverHook). A finished write is
+// reported on the training thread at the next after_run(): the SessionLog CHECKPOINT event, the
+// "Calling checkpoint listeners after saving" line and every listener's after_save() happen
+// then, and a write error is raised from there (as a synchronous save would raise it from the
+// step that triggered it). end() waits for the last write, reports it (raising its error after
+// the listeners' end()), and writes the final checkpoint synchronously when the last step was
+// not saved yet. Once the session's Coordinator has been asked to stop, the writer ends and any
+// later save (the one in end(), say) is written synchronously.
 #pragma once
 
 #include <cstdint>
@@ -66,6 +83,8 @@ struct CheckpointSaverHookOptions {
   std::vector<std::shared_ptr<CheckpointSaverListener>> listeners;
   // Used when saver is null; a null env member there takes the hook's.
   SaverOptions saver_options;
+  // Write checkpoints on a background thread (see above).
+  bool async_save = false;
 };
 
 class CheckpointSaverHook : public SessionRunHook {
@@ -86,8 +105,14 @@ class CheckpointSaverHook : public SessionRunHook {
   const std::shared_ptr<Saver>& saver() const { return saver_; }
 
  private:
-  // Saves at `step`; true when a listener asked to stop.
+  struct AsyncWriter;
+  // Saves at `step`; true when a listener asked to stop (synchronous saves only).
   bool save(Session& session, int64_t step);
+  // Synchronous: the after-save half of save(); async: also called when a write is reported.
+  bool after_save(Session& session, int64_t step);
+  // Async: reports a finished write, waiting for one in flight when `wait`; true when a
+  // listener asked to stop. Raises the write's error.
+  bool report_write(Session& session, bool wait);
 
   std::string checkpoint_dir_;
   std::string save_path_;
@@ -95,6 +120,7 @@ class CheckpointSaverHook : public SessionRunHook {
   SecondOrStepTimer timer_;
   std::shared_ptr<Saver> saver_;
   std::shared_ptr<summary::EventWriter> writer_;
+  std::shared_ptr<AsyncWriter> async_;
 };
 
 }  // namespace trainhooks

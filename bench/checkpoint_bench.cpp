@@ -1,0 +1,183 @@
+// Checkpoint speed against the design budgets, measured in one run on one disk:
+//   synchronous save throughput / `dd` sequential write throughput (conv=fsync), budget >= 0.70
+//   asynchronous-save stall (Saver::snapshot) / an in-memory copy of the same tensors, budget <= 2
+//   restore time
+// for training states (variables + SGD momentum, half each) of about 1 MB, 100 MB and 1 GB.
+//
+//   checkpoint_bench [--dir DIR] [--sizes-mb 1,100,1024] [--repetitions 3]
+//
+// DIR (default: the current directory) must be on the disk to measure; the checkpoints and dd's
+// file are written in a fresh directory inside it, removed at the end. Each repetition runs dd,
+// save, snapshot + write, copy and restore in turn, so a slow phase of a shared machine hits all of
+// them; the medians are reported.
+#include <ATen/ATen.h>
+#include <torch/optim/sgd.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "trainhooks/checkpoint/saver.h"
+#include "trainhooks/graph.h"
+#include "trainhooks/optimizers.h"
+#include "trainhooks/session.h"
+
+namespace th = trainhooks;
+namespace fs = std::filesystem;
+
+namespace {
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+uint64_t file_size_or_zero(const fs::path& p) {
+  std::error_code ec;
+  auto n = fs::file_size(p, ec);
+  return ec ? 0 : n;
+}
+
+// A graph whose state is `bytes` in all: four float variables and their SGD momentum buffers.
+struct State {
+  explicit State(uint64_t bytes) {
+    const int64_t per_var = static_cast<int64_t>(bytes / 8 / 4);  // 4 variables, 2 copies, floats
+    std::vector<th::Node> vars;
+    for (int i = 0; i < 4; ++i)
+      vars.push_back(g.variable(fmt::format("layer{}/weight", i), at::rand({per_var})));
+    loss = g.op("loss", [vars](th::Run& r) {
+      at::Tensor sum = r[vars[0]].sum();
+      for (size_t i = 1; i < vars.size(); ++i) sum = sum + r[vars[i]].sum();
+      return sum;
+    });
+    train = g.minimize("train", loss, th::sgd(0.01, {.momentum = 0.9}));
+    g.initialize();
+    sess = std::make_unique<th::Session>(g);
+    sess->run({train});  // the momentum buffers exist from the first step on
+  }
+  // The tensors a checkpoint holds (variables and momentum buffers).
+  std::vector<at::Tensor> tensors() {
+    std::vector<at::Tensor> out;
+    for (th::Node v : g.variables()) out.push_back(g.variable_value(v));
+    for (auto& [key, s] : g.optimizer(train).state()) {
+      (void)key;
+      out.push_back(static_cast<torch::optim::SGDParamState&>(*s).momentum_buffer());
+    }
+    return out;
+  }
+  th::Graph g;
+  th::Node loss, train;
+  std::unique_ptr<th::Session> sess;
+};
+
+double run_dd(const fs::path& dir, uint64_t mb) {
+  const fs::path file = dir / "dd.out";
+  const std::string cmd = fmt::format(
+      "dd if=/dev/zero of='{}' bs=1M count={} conv=fsync status=none", file.string(), mb);
+  const double t0 = now();
+  if (std::system(cmd.c_str()) != 0) {
+    std::fprintf(stderr, "checkpoint_bench: '%s' failed\n", cmd.c_str());
+    std::exit(1);
+  }
+  const double t = now() - t0;
+  fs::remove(file);
+  return t;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  fs::path dir;
+  std::vector<uint64_t> sizes_mb{1, 100, 1024};
+  int reps = 3;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i], value = argv[i + 1];
+    if (flag == "--dir") {
+      dir = value;
+    } else if (flag == "--sizes-mb") {
+      sizes_mb.clear();
+      size_t pos = 0;
+      while (pos <= value.size()) {
+        size_t comma = value.find(',', pos);
+        if (comma == std::string::npos) comma = value.size();
+        sizes_mb.push_back(std::stoull(value.substr(pos, comma - pos)));
+        pos = comma + 1;
+      }
+    } else if (flag == "--repetitions") {
+      reps = std::max(1, std::atoi(value.c_str()));
+    } else {
+      std::fprintf(stderr,
+                   "usage: checkpoint_bench [--dir DIR] [--sizes-mb 1,100,1024] "
+                   "[--repetitions 3]\n");
+      return 2;
+    }
+  }
+  if (dir.empty()) dir = fs::current_path();
+  dir /= fmt::format("checkpoint_bench.{}", ::getpid());
+  fs::create_directories(dir);
+
+  fmt::print("Checkpoint benchmark in {} ({} repetitions, medians)\n", dir.string(), reps);
+  fmt::print("{:>8} {:>10} {:>10} {:>7} {:>10} {:>10} {:>7} {:>10} {:>10} {:>10}\n", "state",
+             "dd MB/s", "save MB/s", "ratio", "copy ms", "stall ms", "ratio", "write ms",
+             "restore ms", "restore MB/s");
+  bool all_met = true;
+  for (uint64_t mb : sizes_mb) {
+    State s(mb << 20);
+    th::Saver saver(s.g, {.max_to_keep = 1});
+    const std::string prefix = (dir / "model.ckpt").string();
+    std::vector<double> dd, save, copy, stall, write, restore;
+    uint64_t bytes = 0;
+    int64_t step = 0;
+    for (int r = 0; r < reps; ++r) {
+      dd.push_back(run_dd(dir, mb));
+
+      double t0 = now();
+      const std::string path = saver.save(*s.sess, prefix, ++step);
+      save.push_back(now() - t0);
+      bytes = file_size_or_zero(path) + file_size_or_zero(path + ".trainstate");
+
+      t0 = now();
+      th::SaverSnapshot snap = saver.snapshot(*s.sess, prefix, ++step);
+      stall.push_back(now() - t0);
+      t0 = now();
+      saver.write(std::move(snap));
+      write.push_back(now() - t0);
+
+      t0 = now();
+      {
+        std::vector<at::Tensor> copies;
+        for (const auto& t : s.tensors()) copies.push_back(t.clone());
+      }
+      copy.push_back(now() - t0);
+
+      t0 = now();
+      saver.restore(*s.sess, fmt::format("{}-{}", prefix, step));
+      restore.push_back(now() - t0);
+    }
+    const double state_mb = static_cast<double>(bytes) / (1 << 20);
+    const double dd_rate = static_cast<double>(mb) / median(dd);
+    const double save_rate = state_mb / median(save);
+    const double save_ratio = save_rate / dd_rate;
+    const double stall_ratio = median(stall) / median(copy);
+    all_met = all_met && save_ratio >= 0.70 && stall_ratio <= 2.0;
+    fmt::print(
+        "{:>6.0f}MB {:>10.0f} {:>10.0f} {:>7.2f} {:>10.2f} {:>10.2f} {:>7.2f} {:>10.1f} "
+        "{:>10.1f} {:>10.0f}\n",
+        state_mb, dd_rate, save_rate, save_ratio, median(copy) * 1e3, median(stall) * 1e3,
+        stall_ratio, median(write) * 1e3, median(restore) * 1e3, state_mb / median(restore));
+  }
+  fmt::print("Budgets (save/dd >= 0.70, stall/copy <= 2): {}\n", all_met ? "met" : "NOT met");
+  fs::remove_all(dir);
+  return 0;
+}

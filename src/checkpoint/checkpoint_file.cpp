@@ -1,0 +1,414 @@
+#include "checkpoint/checkpoint_file.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/Dict.h>
+#include <ATen/core/ivalue.h>
+#include <caffe2/serialize/inline_container.h>
+#include <torch/csrc/jit/serialization/export.h>
+#include <torch/csrc/jit/serialization/pickler.h>
+#include <torch/serialize.h>
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+
+#include "summary/crc32c.h"
+#include "trainhooks/errors.h"
+#include "util/atomic_file.h"
+
+namespace trainhooks::internal {
+
+namespace fs = std::filesystem;
+namespace crc32c = summary::crc32c;
+
+namespace {
+
+// ---- The training-state sidecar: `<checkpoint>.trainstate` ------------------------------------
+//
+// A 28-byte header, then a payload that is a LibTorch pickle (torch.load-able) of a dict:
+//   0  8  magic "TRNSTATE"
+//   8  4  format version (u32, little-endian)
+//  12  8  payload length (u64)
+//  20  4  masked CRC32C of the payload
+//  24  4  masked CRC32C of bytes 0..23
+// The pickle is a zip archive, some of whose bytes (alignment padding, time stamps) no checksum of
+// its own covers; the framing makes every flipped or missing byte of the file detectable.
+
+constexpr char kMagic[8] = {'T', 'R', 'N', 'S', 'T', 'A', 'T', 'E'};
+constexpr uint32_t kFormatVersion = kCheckpointFormatVersion;
+constexpr size_t kHeaderSize = kSidecarHeaderSize;
+constexpr const char* kFormatName = "trainhooks.trainstate";
+
+void put_le(std::string& out, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) out += static_cast<char>((v >> (8 * i)) & 0xff);
+}
+
+uint64_t get_le(const char* p, int bytes) {
+  uint64_t v = 0;
+  for (int i = 0; i < bytes; ++i)
+    v |= static_cast<uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i);
+  return v;
+}
+
+std::vector<char> read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    int err = errno;
+    if (err == ENOENT)
+      throw NotFoundError(fmt::format("Checkpoint file '{}' does not exist", path));
+    throw UnavailableError(
+        fmt::format("Cannot open checkpoint file '{}': {}", path, std::strerror(err)));
+  }
+  in.seekg(0, std::ios::end);
+  auto size = static_cast<size_t>(in.tellg());
+  in.seekg(0, std::ios::beg);
+  std::vector<char> bytes(size);
+  if (size > 0 && !in.read(bytes.data(), static_cast<std::streamsize>(size))) {
+    throw UnavailableError(fmt::format("Cannot read checkpoint file '{}'", path));
+  }
+  return bytes;
+}
+
+at::Tensor bytes_tensor(std::string_view bytes) {
+  at::Tensor t = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
+  if (!bytes.empty()) std::memcpy(t.data_ptr<uint8_t>(), bytes.data(), bytes.size());
+  return t;
+}
+
+std::string tensor_bytes(const at::Tensor& t) {
+  at::Tensor c = t.contiguous();
+  return std::string(reinterpret_cast<const char*>(c.data_ptr<uint8_t>()),
+                     static_cast<size_t>(c.numel()));
+}
+
+c10::impl::GenericDict new_dict() {
+  return c10::impl::GenericDict(c10::StringType::get(), c10::AnyType::get());
+}
+
+std::string first_line_of(const std::exception& e) {
+  // c10::Error's what() carries a backtrace; its first line is the message.
+  std::string msg = e.what();
+  if (auto nl = msg.find('\n'); nl != std::string::npos) msg.resize(nl);
+  return msg;
+}
+
+// ---- A decoded checkpoint -----------------------------------------------------------------------
+
+// Field access on the unpickled payload; anything missing or mistyped is data loss (the CRC
+// matched, so the file was written that way, but not by this format).
+class Fields {
+ public:
+  Fields(const c10::IValue& v, std::string where, const std::string& file)
+      : file_(file), where_(std::move(where)) {
+    if (!v.isGenericDict()) fail("is not a dict");
+    dict_ = v.toGenericDict();
+  }
+  const c10::IValue* find(const std::string& key) const {
+    auto it = dict_.find(c10::IValue(key));
+    return it == dict_.end() ? nullptr : &it->value();
+  }
+  const c10::IValue& get(const std::string& key) const {
+    const auto* v = find(key);
+    if (!v) fail(fmt::format("has no '{}'", key));
+    return *v;
+  }
+  int64_t integer(const std::string& key) const {
+    const auto& v = get(key);
+    if (!v.isInt()) fail(fmt::format("'{}' is not an integer", key));
+    return v.toInt();
+  }
+  at::Tensor bytes(const std::string& key) const {
+    const auto& v = get(key);
+    if (!v.isTensor() || v.toTensor().scalar_type() != at::kByte || v.toTensor().dim() != 1) {
+      fail(fmt::format("'{}' is not a uint8 tensor", key));
+    }
+    return v.toTensor();
+  }
+  Fields sub(const std::string& key) const { return Fields(get(key), where_ + "/" + key, file_); }
+  std::vector<std::string> keys() const {
+    std::vector<std::string> out;
+    for (const auto& kv : dict_) {
+      if (!kv.key().isString()) fail("has a key that is not a string");
+      out.push_back(kv.key().toStringRef());
+    }
+    return out;
+  }
+  [[noreturn]] void fail(const std::string& what) const {
+    throw DataLossError(fmt::format(
+        "Checkpoint file '{}' is not a valid training-state file: {} {}", file_, where_, what));
+  }
+
+ private:
+  const std::string& file_;
+  std::string where_;
+  c10::impl::GenericDict dict_ = new_dict();
+};
+
+}  // namespace
+
+CheckpointContents decode_checkpoint(const std::string& path) {
+  const std::string side_path = sidecar_path(path);
+  CheckpointContents cp;
+  cp.path = path;
+
+  std::vector<char> side = read_file(side_path);
+  if (side.size() < kHeaderSize) {
+    throw DataLossError(
+        fmt::format("Checkpoint file '{}' is truncated: {} bytes, shorter than its {}-byte header",
+                    side_path, side.size(), kHeaderSize));
+  }
+  if (std::memcmp(side.data(), kMagic, sizeof(kMagic)) != 0) {
+    throw DataLossError(fmt::format(
+        "Checkpoint file '{}' is corrupt: it does not start with the training-state magic",
+        side_path));
+  }
+  if (crc32c::unmask(static_cast<uint32_t>(get_le(side.data() + 24, 4))) !=
+      crc32c::value(side.data(), 24)) {
+    throw DataLossError(
+        fmt::format("Checkpoint file '{}' is corrupt: header checksum mismatch", side_path));
+  }
+  const auto version = static_cast<uint32_t>(get_le(side.data() + 8, 4));
+  if (version == 0)
+    throw DataLossError(
+        fmt::format("Checkpoint file '{}' is corrupt: format version 0", side_path));
+  if (version > kFormatVersion) {
+    throw FailedPreconditionError(
+        fmt::format("Checkpoint file '{}' has format version {}; this version of trainhooks reads "
+                    "version {} or older",
+                    side_path, version, kFormatVersion));
+  }
+  const uint64_t length = get_le(side.data() + 12, 8);
+  if (length != side.size() - kHeaderSize) {
+    throw DataLossError(fmt::format(
+        "Checkpoint file '{}' is {}: its header announces {} payload bytes, the file has {}",
+        side_path, length > side.size() - kHeaderSize ? "truncated" : "corrupt", length,
+        side.size() - kHeaderSize));
+  }
+  const char* payload = side.data() + kHeaderSize;
+  if (crc32c::unmask(static_cast<uint32_t>(get_le(side.data() + 20, 4))) !=
+      crc32c::value(payload, length)) {
+    throw DataLossError(
+        fmt::format("Checkpoint file '{}' is corrupt: payload checksum mismatch", side_path));
+  }
+  c10::IValue root;
+  try {
+    root = torch::pickle_load(std::vector<char>(payload, payload + length));
+  } catch (const std::exception& e) {
+    throw DataLossError(
+        fmt::format("Checkpoint file '{}' is corrupt: its payload cannot be unpickled ({})",
+                    side_path, first_line_of(e)));
+  }
+
+  Fields top(root, "payload", side_path);
+  const auto& format = top.get("format");
+  if (!format.isString() || format.toStringRef() != kFormatName) top.fail("has the wrong 'format'");
+  Fields vars_info = top.sub("variables");
+  const int64_t vars_size = vars_info.integer("size");
+  const auto vars_crc = static_cast<uint32_t>(vars_info.integer("crc32c"));
+  cp.sidecar_bytes = side.size();
+  cp.global_step = top.integer("global_step");
+  if (const auto* wt = top.find("wall_time"); wt && wt->isDouble()) cp.wall_time = wt->toDouble();
+  if (cp.global_step < 0) top.fail("'global_step' is negative");
+
+  Fields optimizers = top.sub("optimizers");
+  for (const auto& name : optimizers.keys()) {
+    Fields o = optimizers.sub(name);
+    OptimizerState s;
+    s.archive = tensor_bytes(o.bytes("archive"));
+    const auto& lr = o.get("lr");
+    if (!lr.isDoubleList()) o.fail("'lr' is not a list of floats");
+    s.lrs = lr.toDoubleVector();
+    cp.optimizers.emplace(name, std::move(s));
+  }
+  Fields rng = top.sub("rng");
+  if (rng.find("cpu")) cp.cpu_rng = rng.bytes("cpu");
+  Fields inputs = top.sub("inputs");
+  for (const auto& name : inputs.keys()) {
+    const auto& v = inputs.get(name);
+    if (!v.isIntList() || v.toIntList().size() != 2)
+      inputs.fail(fmt::format("'{}' is not [epoch, offset]", name));
+    auto pos = v.toIntVector();
+    if (pos[0] < 0 || pos[1] < 0) inputs.fail(fmt::format("'{}' is a negative position", name));
+    cp.inputs.emplace(name, InputPosition{pos[0], pos[1]});
+  }
+  Fields state = top.sub("state");
+  for (const auto& key : state.keys()) cp.state.emplace(key, tensor_bytes(state.bytes(key)));
+
+  std::vector<char> vars = read_file(path);
+  if (static_cast<int64_t>(vars.size()) != vars_size) {
+    throw DataLossError(
+        fmt::format("Checkpoint file '{}' is {}: {} bytes, {} were written", path,
+                    static_cast<int64_t>(vars.size()) < vars_size ? "truncated" : "corrupt",
+                    vars.size(), vars_size));
+  }
+  cp.variables_bytes = vars.size();
+  if (crc32c::value(vars.data(), vars.size()) != vars_crc) {
+    throw DataLossError(fmt::format(
+        "Checkpoint file '{}' is corrupt: its CRC32C does not match the one recorded in '{}'", path,
+        side_path));
+  }
+  c10::IValue value;
+  try {
+    value = torch::pickle_load(vars);
+  } catch (const std::exception& e) {
+    throw DataLossError(fmt::format("Checkpoint file '{}' is corrupt: it cannot be unpickled ({})",
+                                    path, first_line_of(e)));
+  }
+  if (!value.isGenericDict())
+    throw DataLossError(fmt::format("Checkpoint file '{}' does not hold a dict", path));
+  for (const auto& kv : value.toGenericDict()) {
+    if (!kv.key().isString() || !kv.value().isTensor()) {
+      throw DataLossError(
+          fmt::format("Checkpoint file '{}' is not a dict of name -> tensor", path));
+    }
+    cp.variables.emplace_back(kv.key().toStringRef(), kv.value().toTensor());
+  }
+  return cp;
+}
+
+std::string describe_tensor(const at::Tensor& t) {
+  return fmt::format("shape [{}] and dtype {}", fmt::join(t.sizes(), ", "),
+                     c10::toString(t.scalar_type()));
+}
+
+std::string first_line(const std::exception& e) { return first_line_of(e); }
+
+const at::Tensor* CheckpointContents::find_variable(const std::string& name) const {
+  for (const auto& [n, t] : variables)
+    if (n == name) return &t;
+  return nullptr;
+}
+
+namespace {
+
+// torch::pickle_save's container (a zip that torch.load reads), streamed to `sink` instead of
+// built in memory: the tensors' bytes go from their storage to the sink.
+void pickle_to(const c10::IValue& value, const std::function<void(const void*, size_t)>& sink) {
+  std::vector<char> pickle;
+  torch::jit::Pickler pickler(
+      [&](const char* bytes, size_t n) { pickle.insert(pickle.end(), bytes, bytes + n); });
+  pickler.protocol();
+  pickler.pushIValue(value);
+  pickler.stop();
+  caffe2::serialize::PyTorchStreamWriter writer([&](const void* bytes, size_t n) {
+    sink(bytes, n);
+    return n;
+  });
+  torch::jit::writeArchiveAndTensors("data", pickle.data(), pickle.size(), pickler.tensorData(),
+                                     writer);
+  writer.writeEndOfFile();
+}
+
+// A byte tensor over the string's memory, which it takes: no copy.
+at::Tensor adopt_bytes(std::string bytes) {
+  auto* owned = new std::string(std::move(bytes));
+  return at::from_blob(
+      owned->data(), {static_cast<int64_t>(owned->size())}, [owned](void*) { delete owned; },
+      at::TensorOptions().dtype(at::kByte));
+}
+
+}  // namespace
+
+std::vector<char> pickle_bytes(const c10::IValue& value) {
+  std::vector<char> out;
+  pickle_to(value, [&](const void* p, size_t n) {
+    const char* c = static_cast<const char*>(p);
+    out.insert(out.end(), c, c + n);
+  });
+  return out;
+}
+
+void write_checkpoint_files(CheckpointContents& c) {
+  // The variables file, streamed with its CRC32C.
+  uint32_t vars_crc = 0;
+  uint64_t vars_size = 0;
+  {
+    c10::Dict<std::string, at::Tensor> variables;
+    for (const auto& [name, t] : c.variables) variables.insert(name, t);
+    try {
+      AtomicFileWriter file(c.path);
+      pickle_to(c10::IValue(variables), [&](const void* p, size_t n) {
+        vars_crc = crc32c::extend(vars_crc, p, n);
+        file.append(p, n);
+      });
+      vars_size = file.size();
+      file.commit(/*sync_directory=*/false);  // the sidecar's commit syncs the directory
+    } catch (const Error& e) {
+      throw_error(e.code(), fmt::format("Cannot write checkpoint file '{}': {}", c.path, e.what()));
+    } catch (const std::exception& e) {
+      throw InternalError(
+          fmt::format("Cannot write checkpoint file '{}': {}", c.path, first_line_of(e)));
+    }
+  }
+  c.variables_bytes = vars_size;
+
+  auto payload = new_dict();
+  payload.insert(std::string("format"), std::string(kFormatName));
+  payload.insert(std::string("version"), static_cast<int64_t>(kFormatVersion));
+  auto vars_info = new_dict();
+  vars_info.insert(std::string("file"), fs::path(c.path).filename().string());
+  vars_info.insert(std::string("size"), static_cast<int64_t>(vars_size));
+  vars_info.insert(std::string("crc32c"), static_cast<int64_t>(vars_crc));
+  vars_info.insert(std::string("count"), static_cast<int64_t>(c.variables.size()));
+  payload.insert(std::string("variables"), vars_info);
+  payload.insert(std::string("global_step"), c.global_step);
+  payload.insert(std::string("wall_time"), c.wall_time);
+
+  auto optimizers = new_dict();
+  for (auto& [name, s] : c.optimizers) {
+    auto entry = new_dict();
+    entry.insert(std::string("archive"), adopt_bytes(std::move(s.archive)));
+    entry.insert(std::string("lr"), c10::List<double>(s.lrs));
+    optimizers.insert(name, entry);
+  }
+  c.optimizers.clear();  // their archives moved into the payload
+  payload.insert(std::string("optimizers"), optimizers);
+
+  auto rng = new_dict();
+  if (c.cpu_rng) rng.insert(std::string("cpu"), *c.cpu_rng);
+  payload.insert(std::string("rng"), rng);
+
+  auto inputs = new_dict();
+  for (const auto& [name, p] : c.inputs)
+    inputs.insert(name, c10::List<int64_t>({p.epoch, p.offset}));
+  payload.insert(std::string("inputs"), inputs);
+
+  auto state = new_dict();
+  for (const auto& [key, bytes] : c.state) state.insert(key, bytes_tensor(bytes));
+  payload.insert(std::string("state"), state);
+
+  // The sidecar: a header whose length and CRC are known only at the end, then the payload.
+  const std::string side_path = sidecar_path(c.path);
+  try {
+    AtomicFileWriter file(side_path);
+    const char zeros[kHeaderSize] = {};
+    file.append(zeros, kHeaderSize);
+    uint32_t crc = 0;
+    pickle_to(c10::IValue(payload), [&](const void* p, size_t n) {
+      crc = crc32c::extend(crc, p, n);
+      file.append(p, n);
+    });
+    std::string header;
+    header.append(kMagic, sizeof(kMagic));
+    put_le(header, kFormatVersion, 4);
+    put_le(header, file.size() - kHeaderSize, 8);
+    put_le(header, crc32c::mask(crc), 4);
+    put_le(header, crc32c::mask(crc32c::value(header.data(), header.size())), 4);
+    file.overwrite(0, header.data(), header.size());
+    c.sidecar_bytes = file.size();
+    file.commit();
+  } catch (const std::exception& e) {
+    std::error_code ec;
+    fs::remove(c.path, ec);  // unlisted and without its sidecar: of no use
+    const auto* err = dynamic_cast<const Error*>(&e);
+    throw_error(err ? err->code() : Code::kInternal,
+                fmt::format("Cannot write checkpoint file '{}': {}", side_path,
+                            err ? std::string(e.what()) : first_line_of(e)));
+  }
+}
+
+}  // namespace trainhooks::internal

@@ -1,0 +1,71 @@
+// The two files of a checkpoint (docs/formats.md "Checkpoints"), encoded and decoded here so that
+// the Saver, its asynchronous writer, CheckpointReader and the CLI share one definition:
+//   <path>             the variables, a LibTorch pickle of a dict name -> tensor (torch.load-able)
+//   <path>.trainstate  a 28-byte framing header (magic, version, length, masked CRC32Cs) and a
+//                      pickled dict with the rest of the training state and the size and CRC32C
+//                      of the variables file
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "trainhooks/input.h"
+
+namespace trainhooks::internal {
+
+inline constexpr const char* kSidecarSuffix = ".trainstate";
+inline constexpr uint32_t kCheckpointFormatVersion = 1;
+inline constexpr size_t kSidecarHeaderSize = 28;
+
+inline std::string sidecar_path(const std::string& path) { return path + kSidecarSuffix; }
+
+struct OptimizerState {
+  std::string archive;      // torch::serialize::OutputArchive bytes
+  std::vector<double> lrs;  // per parameter group; empty when the optimizer has no get_lr
+};
+
+// Everything a checkpoint holds, in host memory.
+struct CheckpointContents {
+  std::string path;
+  std::vector<std::pair<std::string, at::Tensor>> variables;  // in the graph's order
+  int64_t global_step = 0;
+  double wall_time = 0;
+  std::map<std::string, OptimizerState> optimizers;  // by train op name
+  std::optional<at::Tensor> cpu_rng;
+  std::map<std::string, InputPosition> inputs;  // by input node name
+  std::map<std::string, std::string> state;     // by StateProvider key
+  // Decoded only: the sizes of the two files.
+  uint64_t variables_bytes = 0;
+  uint64_t sidecar_bytes = 0;
+
+  const at::Tensor* find_variable(const std::string& name) const;
+};
+
+// Writes both files of `contents` at contents.path, each crash-safe (util/atomic_file.h), the
+// variables file first: the sidecar records its size and CRC32C. Streams the tensors from their
+// memory to the files; moves the optimizer archives out of `contents` and sets the two sizes.
+// Errors name the file (the variables file is removed again when its sidecar cannot be written).
+void write_checkpoint_files(CheckpointContents& contents);
+
+// What torch::pickle_save(value) returns, built the same way write_checkpoint_files() streams it.
+std::vector<char> pickle_bytes(const c10::IValue& value);
+
+// Reads and verifies both files of the checkpoint at `path`. Throws NotFoundError, DataLossError
+// (corrupt or truncated: the fallback-worthy cases), FailedPreconditionError (a newer format) or
+// UnavailableError (I/O), each naming the file.
+CheckpointContents decode_checkpoint(const std::string& path);
+
+// The first line of an exception's message (c10::Error's what() carries a backtrace).
+std::string first_line(const std::exception& e);
+
+// "shape [2, 3] and dtype Float"
+std::string describe_tensor(const at::Tensor& t);
+
+}  // namespace trainhooks::internal
