@@ -37,7 +37,7 @@ for bin in "$BENCH_DIR"/*_bench; do
   name=$(basename "$bin")
   if [[ "$name" == checkpoint_bench ]]; then
     # Its own protocol: dd, save, snapshot, copy and restore in turn on one disk.
-    "$bin" --sizes-mb "${BENCH_CHECKPOINT_SIZES_MB:-1,100,1024}" --repetitions "${BENCH_CHECKPOINT_REPETITIONS:-3}" \
+    "$bin" --sizes-mb "${BENCH_CHECKPOINT_SIZES_MB:-1,100,1024}" --repetitions "${BENCH_CHECKPOINT_REPETITIONS:-5}" \
       --dir "${BENCH_CHECKPOINT_DIR:-$BUILD_DIR}" 2> /dev/null
   elif [[ "$name" == session_bench ]]; then
     # The end-to-end comparison runs longer: its iterations are blocks of 100 training steps.

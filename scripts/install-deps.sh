@@ -9,7 +9,7 @@ PACKAGES=(
   protobuf-compiler libprotobuf-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev
-  libpng-dev zlib1g-dev
+  libpng-dev zlib1g-dev libisal-dev
   dataset-fashion-mnist
 )
 

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <stdexcept>
@@ -45,6 +46,16 @@ TempDir::TempDir() {
 TempDir::~TempDir() {
   std::error_code ec;
   std::filesystem::remove_all(path_, ec);
+}
+
+std::string run_command(const std::string& command, int& status) {
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (!pipe) throw std::runtime_error("popen failed for " + command);
+  std::string out;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof(buf), pipe)) out.append(buf, n);
+  status = ::pclose(pipe);
+  return out;
 }
 
 }  // namespace trainhooks::testing

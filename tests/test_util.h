@@ -71,4 +71,8 @@ class TempDir {
   std::string path_;
 };
 
+// Runs `command` with /bin/sh and returns what it printed on stdout; its wait status goes to
+// `status`.
+std::string run_command(const std::string& command, int& status);
+
 }  // namespace trainhooks::testing

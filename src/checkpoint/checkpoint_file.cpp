@@ -3,8 +3,6 @@
 #include <ATen/ATen.h>
 #include <ATen/core/Dict.h>
 #include <ATen/core/ivalue.h>
-#include <caffe2/serialize/inline_container.h>
-#include <torch/csrc/jit/serialization/export.h>
 #include <torch/csrc/jit/serialization/pickler.h>
 #include <torch/serialize.h>
 
@@ -15,7 +13,12 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <future>
+#include <optional>
+#include <system_error>
 
+#include "checkpoint/optimizer_state.h"
+#include "checkpoint/torch_zip_writer.h"
 #include "summary/crc32c.h"
 #include "trainhooks/errors.h"
 #include "util/atomic_file.h"
@@ -218,7 +221,17 @@ CheckpointContents decode_checkpoint(const std::string& path) {
   for (const auto& name : optimizers.keys()) {
     Fields o = optimizers.sub(name);
     OptimizerState s;
-    s.archive = tensor_bytes(o.bytes("archive"));
+    if (const auto* encoded = o.find("state_dict")) {
+      if (version < 2) o.fail("has a 'state_dict' in a format 1 file");
+      try {
+        validate_encoded_optimizer(*encoded);
+      } catch (const InvalidArgument& e) {
+        o.fail(fmt::format("'state_dict' is malformed: {}", e.what()));
+      }
+      s.encoded = *encoded;
+    } else {
+      s.archive = tensor_bytes(o.bytes("archive"));
+    }
     const auto& lr = o.get("lr");
     if (!lr.isDoubleList()) o.fail("'lr' is not a list of floats");
     s.lrs = lr.toDoubleVector();
@@ -277,6 +290,12 @@ std::string describe_tensor(const at::Tensor& t) {
 
 std::string first_line(const std::exception& e) { return first_line_of(e); }
 
+at::Tensor host_tensor(const at::Tensor& t, bool copy) {
+  if (t.is_cpu() && !copy) return t.detach();
+  at::NoGradGuard no_grad;  // a copy that records no history and does not require grad
+  return t.is_cpu() ? t.clone() : t.cpu();
+}
+
 const at::Tensor* CheckpointContents::find_variable(const std::string& name) const {
   for (const auto& [n, t] : variables)
     if (n == name) return &t;
@@ -285,22 +304,61 @@ const at::Tensor* CheckpointContents::find_variable(const std::string& name) con
 
 namespace {
 
-// torch::pickle_save's container (a zip that torch.load reads), streamed to `sink` instead of
-// built in memory: the tensors' bytes go from their storage to the sink.
+// torch::pickle_save's container (a zip that torch.load reads), streamed instead of built in
+// memory: the tensors' bytes go from their storage to the sink, each read once. The records come
+// in torch::jit::writeArchiveAndTensors' order, the storages before the pickle, so the small
+// values of the pickled object may still change while its tensors are being written.
+class PickleStream {
+ public:
+  PickleStream(const c10::IValue& value, const std::function<void(const void*, size_t)>& sink)
+      : writer_(sink) {
+    std::vector<char> bytes;  // only its tensors are needed now
+    tensors_ = pickle(value, bytes);
+  }
+
+  void write_tensors() {
+    size_t i = 0;
+    for (const auto& t : tensors_) {
+      const torch::jit::WriteableTensorData data = torch::jit::getWriteableTensorData(t);
+      writer_.write_record(fmt::format("data/{}", i++), data.data(), data.sizeInBytes());
+      storages_.push_back(t.storage().unsafeGetStorageImpl());
+    }
+    // The pickler memoizes tensors that have other references: holding them here would change
+    // the pickle written by finish().
+    tensors_.clear();
+  }
+
+  // The pickle of `value` as it is now (it holds the same tensors), and the end of the archive.
+  void finish(const c10::IValue& value) {
+    std::vector<char> bytes;
+    const std::vector<at::Tensor> tensors = pickle(value, bytes);
+    bool same = tensors.size() == storages_.size();
+    for (size_t i = 0; same && i < tensors.size(); ++i)
+      same = tensors[i].storage().unsafeGetStorageImpl() == storages_[i];
+    if (!same) throw InternalError("PickleStream: the value's tensors changed while writing it");
+    writer_.write_record("data.pkl", bytes.data(), bytes.size());
+    writer_.finish();
+  }
+
+ private:
+  static std::vector<at::Tensor> pickle(const c10::IValue& value, std::vector<char>& out) {
+    torch::jit::Pickler pickler(
+        [&](const char* bytes, size_t n) { out.insert(out.end(), bytes, bytes + n); });
+    pickler.protocol();
+    pickler.pushIValue(value);
+    pickler.stop();
+    return pickler.tensorData();
+  }
+
+  TorchZipWriter writer_;
+  std::vector<at::Tensor> tensors_;
+  std::vector<const c10::StorageImpl*> storages_;
+};
+
 void pickle_to(const c10::IValue& value, const std::function<void(const void*, size_t)>& sink) {
-  std::vector<char> pickle;
-  torch::jit::Pickler pickler(
-      [&](const char* bytes, size_t n) { pickle.insert(pickle.end(), bytes, bytes + n); });
-  pickler.protocol();
-  pickler.pushIValue(value);
-  pickler.stop();
-  caffe2::serialize::PyTorchStreamWriter writer([&](const void* bytes, size_t n) {
-    sink(bytes, n);
-    return n;
-  });
-  torch::jit::writeArchiveAndTensors("data", pickle.data(), pickle.size(), pickler.tensorData(),
-                                     writer);
-  writer.writeEndOfFile();
+  PickleStream stream(value, sink);
+  stream.write_tensors();
+  stream.finish(value);
 }
 
 // A byte tensor over the string's memory, which it takes: no copy.
@@ -322,37 +380,52 @@ std::vector<char> pickle_bytes(const c10::IValue& value) {
   return out;
 }
 
-void write_checkpoint_files(CheckpointContents& c) {
+void write_checkpoint_files(CheckpointContents& c, bool parallel) {
   // The variables file, streamed with its CRC32C.
-  uint32_t vars_crc = 0;
-  uint64_t vars_size = 0;
-  {
+  auto write_variables = [&c]() {
+    uint32_t crc = 0;
     c10::Dict<std::string, at::Tensor> variables;
     for (const auto& [name, t] : c.variables) variables.insert(name, t);
     try {
       AtomicFileWriter file(c.path);
       pickle_to(c10::IValue(variables), [&](const void* p, size_t n) {
-        vars_crc = crc32c::extend(vars_crc, p, n);
+        crc = crc32c::extend(crc, p, n);
         file.append(p, n);
       });
-      vars_size = file.size();
+      const uint64_t size = file.size();
       file.commit(/*sync_directory=*/false);  // the sidecar's commit syncs the directory
+      return std::make_pair(size, crc);
     } catch (const Error& e) {
       throw_error(e.code(), fmt::format("Cannot write checkpoint file '{}': {}", c.path, e.what()));
     } catch (const std::exception& e) {
       throw InternalError(
           fmt::format("Cannot write checkpoint file '{}': {}", c.path, first_line_of(e)));
     }
+  };
+  // In parallel, the sidecar's tensors are written while the variables file is; the variables
+  // file's size and CRC, which the sidecar records, go into its pickle, written last.
+  std::future<std::pair<uint64_t, uint32_t>> variables_written;
+  std::optional<std::pair<uint64_t, uint32_t>> variables_result;
+  if (parallel) {
+    try {
+      variables_written = std::async(std::launch::async, write_variables);
+    } catch (const std::system_error&) {
+      parallel = false;  // no thread to be had: one after the other
+    }
   }
-  c.variables_bytes = vars_size;
+  if (!parallel) variables_result = write_variables();
+  auto variables_done = [&]() -> std::pair<uint64_t, uint32_t> {
+    if (!variables_result) variables_result = variables_written.get();
+    return *variables_result;
+  };
 
   auto payload = new_dict();
   payload.insert(std::string("format"), std::string(kFormatName));
   payload.insert(std::string("version"), static_cast<int64_t>(kFormatVersion));
   auto vars_info = new_dict();
   vars_info.insert(std::string("file"), fs::path(c.path).filename().string());
-  vars_info.insert(std::string("size"), static_cast<int64_t>(vars_size));
-  vars_info.insert(std::string("crc32c"), static_cast<int64_t>(vars_crc));
+  vars_info.insert(std::string("size"), int64_t{0});  // set once the variables file is written
+  vars_info.insert(std::string("crc32c"), int64_t{0});
   vars_info.insert(std::string("count"), static_cast<int64_t>(c.variables.size()));
   payload.insert(std::string("variables"), vars_info);
   payload.insert(std::string("global_step"), c.global_step);
@@ -361,11 +434,14 @@ void write_checkpoint_files(CheckpointContents& c) {
   auto optimizers = new_dict();
   for (auto& [name, s] : c.optimizers) {
     auto entry = new_dict();
-    entry.insert(std::string("archive"), adopt_bytes(std::move(s.archive)));
+    if (s.is_encoded())
+      entry.insert(std::string("state_dict"), s.encoded);
+    else
+      entry.insert(std::string("archive"), adopt_bytes(std::move(s.archive)));
     entry.insert(std::string("lr"), c10::List<double>(s.lrs));
     optimizers.insert(name, entry);
   }
-  c.optimizers.clear();  // their archives moved into the payload
+  c.optimizers.clear();  // their archives and tensors moved into the payload
   payload.insert(std::string("optimizers"), optimizers);
 
   auto rng = new_dict();
@@ -383,15 +459,27 @@ void write_checkpoint_files(CheckpointContents& c) {
 
   // The sidecar: a header whose length and CRC are known only at the end, then the payload.
   const std::string side_path = sidecar_path(c.path);
+  bool variables_failed = false;
   try {
     AtomicFileWriter file(side_path);
     const char zeros[kHeaderSize] = {};
     file.append(zeros, kHeaderSize);
     uint32_t crc = 0;
-    pickle_to(c10::IValue(payload), [&](const void* p, size_t n) {
+    PickleStream stream(c10::IValue(payload), [&](const void* p, size_t n) {
       crc = crc32c::extend(crc, p, n);
       file.append(p, n);
     });
+    stream.write_tensors();
+    try {
+      const auto [vars_size, vars_crc] = variables_done();
+      c.variables_bytes = vars_size;
+      vars_info.insert_or_assign(std::string("size"), static_cast<int64_t>(vars_size));
+      vars_info.insert_or_assign(std::string("crc32c"), static_cast<int64_t>(vars_crc));
+    } catch (...) {
+      variables_failed = true;
+      throw;
+    }
+    stream.finish(c10::IValue(payload));
     std::string header;
     header.append(kMagic, sizeof(kMagic));
     put_le(header, kFormatVersion, 4);
@@ -402,6 +490,9 @@ void write_checkpoint_files(CheckpointContents& c) {
     c.sidecar_bytes = file.size();
     file.commit();
   } catch (const std::exception& e) {
+    if (variables_failed) throw;  // it names the variables file; nothing was put in place
+    // The variables file's own error, if it has one, comes first, as without parallel writing.
+    if (variables_written.valid()) variables_written.get();
     std::error_code ec;
     fs::remove(c.path, ec);  // unlisted and without its sidecar: of no use
     const auto* err = dynamic_cast<const Error*>(&e);

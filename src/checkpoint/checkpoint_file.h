@@ -21,14 +21,20 @@
 namespace trainhooks::internal {
 
 inline constexpr const char* kSidecarSuffix = ".trainstate";
-inline constexpr uint32_t kCheckpointFormatVersion = 1;
+// 2: the built-in optimizers' state as tensors (checkpoint/optimizer_state.h); 1: archives only.
+inline constexpr uint32_t kCheckpointFormatVersion = 2;
 inline constexpr size_t kSidecarHeaderSize = 28;
 
 inline std::string sidecar_path(const std::string& path) { return path + kSidecarSuffix; }
 
+// One of the two is set: `encoded` for LibTorch's built-in optimizers (optimizer_state.h),
+// `archive` (torch::serialize::OutputArchive bytes) for others and in format 1.
 struct OptimizerState {
-  std::string archive;      // torch::serialize::OutputArchive bytes
+  c10::IValue encoded;
+  std::string archive;
   std::vector<double> lrs;  // per parameter group; empty when the optimizer has no get_lr
+
+  bool is_encoded() const { return !encoded.isNone(); }
 };
 
 // Everything a checkpoint holds, in host memory.
@@ -52,7 +58,8 @@ struct CheckpointContents {
 // variables file first: the sidecar records its size and CRC32C. Streams the tensors from their
 // memory to the files; moves the optimizer archives out of `contents` and sets the two sizes.
 // Errors name the file (the variables file is removed again when its sidecar cannot be written).
-void write_checkpoint_files(CheckpointContents& contents);
+// `parallel`: the two files are written at once, on this thread and another.
+void write_checkpoint_files(CheckpointContents& contents, bool parallel = false);
 
 // What torch::pickle_save(value) returns, built the same way write_checkpoint_files() streams it.
 std::vector<char> pickle_bytes(const c10::IValue& value);
@@ -61,6 +68,9 @@ std::vector<char> pickle_bytes(const c10::IValue& value);
 // (corrupt or truncated: the fallback-worthy cases), FailedPreconditionError (a newer format) or
 // UnavailableError (I/O), each naming the file.
 CheckpointContents decode_checkpoint(const std::string& path);
+
+// `t` on the host without autograd: itself (detached) when on the CPU and not `copy`, else a copy.
+at::Tensor host_tensor(const at::Tensor& t, bool copy);
 
 // The first line of an exception's message (c10::Error's what() carries a backtrace).
 std::string first_line(const std::exception& e);

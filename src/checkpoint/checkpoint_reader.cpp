@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "checkpoint/checkpoint_file.h"
+#include "checkpoint/optimizer_state.h"
 #include "trainhooks/checkpoint/checkpoint_state.h"
 #include "trainhooks/errors.h"
 
@@ -60,18 +61,44 @@ std::map<std::string, at::ScalarType> CheckpointReader::variable_to_dtype_map() 
 
 std::vector<CheckpointOptimizerInfo> CheckpointReader::optimizers() const {
   std::vector<CheckpointOptimizerInfo> out;
-  for (const auto& [name, s] : contents_->optimizers)
-    out.push_back({.train_op = name, .learning_rates = s.lrs, .archive_bytes = s.archive.size()});
+  for (const auto& [name, s] : contents_->optimizers) {
+    CheckpointOptimizerInfo info{.train_op = name, .learning_rates = s.lrs};
+    if (s.is_encoded()) {
+      info.type = internal::encoded_optimizer_type(s.encoded);
+      for (const auto& [key, t] : internal::encoded_optimizer_tensors(s.encoded))
+        info.state_bytes += t.nbytes();
+    } else {
+      info.state_bytes = s.archive.size();
+    }
+    out.push_back(std::move(info));
+  }
   return out;
 }
 
-const std::string& CheckpointReader::optimizer_archive(const std::string& train_op) const {
-  auto it = contents_->optimizers.find(train_op);
-  if (it == contents_->optimizers.end()) {
-    throw NotFoundError(fmt::format("No optimizer state for train op '{}' in checkpoint '{}'",
-                                    train_op, contents_->path));
+namespace {
+
+const internal::OptimizerState& optimizer_of(const internal::CheckpointContents& c,
+                                             const std::string& train_op) {
+  auto it = c.optimizers.find(train_op);
+  if (it == c.optimizers.end()) {
+    throw NotFoundError(
+        fmt::format("No optimizer state for train op '{}' in checkpoint '{}'", train_op, c.path));
   }
-  return it->second.archive;
+  return it->second;
+}
+
+}  // namespace
+
+std::string CheckpointReader::optimizer_archive(const std::string& train_op) const {
+  const auto& s = optimizer_of(*contents_, train_op);
+  return s.is_encoded() ? internal::encoded_optimizer_archive(s.encoded) : s.archive;
+}
+
+std::vector<std::pair<std::string, at::Tensor>> CheckpointReader::optimizer_tensors(
+    const std::string& train_op) const {
+  const auto& s = optimizer_of(*contents_, train_op);
+  if (!s.is_encoded()) return {};
+  return internal::encoded_optimizer_tensors(s.encoded);
 }
 
 std::map<std::string, InputPosition> CheckpointReader::input_positions() const {

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
@@ -104,8 +105,12 @@ class Parser {
 
  private:
   [[noreturn]] void fail(const std::string& what) const {
+    // At the end of the text, the place is after its last token, not on a final empty line.
+    size_t at = std::min(pos_, text_.size());
+    if (at == text_.size())
+      while (at > 0 && std::isspace(static_cast<unsigned char>(text_[at - 1]))) --at;
     size_t line = 1;
-    for (size_t i = 0; i < pos_ && i < text_.size(); ++i) line += text_[i] == '\n';
+    for (size_t i = 0; i < at; ++i) line += text_[i] == '\n';
     throw DataLossError(
         fmt::format("Cannot parse the checkpoint state {} (line {}): {}", source_, line, what));
   }

@@ -6,12 +6,7 @@
 #include <ATen/core/ivalue.h>
 #include <signal.h>
 #include <sys/stat.h>
-#include <torch/optim/adagrad.h>
-#include <torch/optim/adam.h>
-#include <torch/optim/adamw.h>
 #include <torch/optim/optimizer.h>
-#include <torch/optim/rmsprop.h>
-#include <torch/optim/sgd.h>
 #include <torch/serialize.h>
 #include <torch/serialize/archive.h>
 #include <unistd.h>
@@ -26,10 +21,10 @@
 #include <map>
 #include <mutex>
 #include <set>
-#include <sstream>
 #include <utility>
 
 #include "checkpoint/checkpoint_file.h"
+#include "checkpoint/optimizer_state.h"
 #include "graph_state.h"
 #include "summary/crc32c.h"
 #include "trainhooks/checkpoint/checkpoint_state.h"
@@ -161,99 +156,32 @@ std::vector<std::string> Saver::last_checkpoints(const std::string& checkpoint_d
 
 namespace {
 
-// A deep copy of one parameter's optimizer state, for LibTorch's built-in optimizers; null for
-// other state types (their optimizer is then serialised on the training thread). Adds the bytes
-// copied to `bytes`.
-std::unique_ptr<torch::optim::OptimizerParamState> deep_copy_state(
-    const torch::optim::OptimizerParamState& s, size_t& bytes) {
-  using namespace torch::optim;
-  auto copy = [&bytes](const at::Tensor& t) {
-    if (!t.defined()) return t;
-    bytes += t.nbytes();
-    return t.detach().clone();
-  };
-  if (const auto* p = dynamic_cast<const SGDParamState*>(&s)) {
-    auto out = std::make_unique<SGDParamState>(*p);
-    out->momentum_buffer(copy(p->momentum_buffer()));
-    return out;
+std::vector<double> learning_rates(const torch::optim::Optimizer& opt) {
+  std::vector<double> lrs;
+  try {
+    for (const auto& group : opt.param_groups()) lrs.push_back(group.options().get_lr());
+  } catch (const std::exception&) {
+    lrs.clear();  // an optimizer without a learning rate
   }
-  // Adam and AdamW keep the same three moments in two unrelated types.
-  auto adam_like = [&copy](auto& out) {
-    out->exp_avg(copy(out->exp_avg()));
-    out->exp_avg_sq(copy(out->exp_avg_sq()));
-    out->max_exp_avg_sq(copy(out->max_exp_avg_sq()));
-  };
-  if (const auto* p = dynamic_cast<const AdamParamState*>(&s)) {
-    auto out = std::make_unique<AdamParamState>(*p);
-    adam_like(out);
-    return out;
-  }
-  if (const auto* p = dynamic_cast<const AdamWParamState*>(&s)) {
-    auto out = std::make_unique<AdamWParamState>(*p);
-    adam_like(out);
-    return out;
-  }
-  if (const auto* p = dynamic_cast<const RMSpropParamState*>(&s)) {
-    auto out = std::make_unique<RMSpropParamState>(*p);
-    out->square_avg(copy(p->square_avg()));
-    out->momentum_buffer(copy(p->momentum_buffer()));
-    out->grad_avg(copy(p->grad_avg()));
-    return out;
-  }
-  if (const auto* p = dynamic_cast<const AdagradParamState*>(&s)) {
-    auto out = std::make_unique<AdagradParamState>(*p);
-    out->sum(copy(p->sum()));
-    return out;
-  }
-  return nullptr;
+  return lrs;
 }
 
-std::string impl_key(const at::Tensor& t) { return c10::guts::to_string(t.unsafeGetTensorImpl()); }
-
-// A copy of `opt` over `params` (copies of its parameters, in the same order) with a deep copy of
-// its state and options, whose archive equals the original's; null if some state cannot be
-// copied this way.
-std::unique_ptr<torch::optim::Optimizer> copy_optimizer(const torch::optim::Optimizer& opt,
-                                                        const OptimizerFactory& factory,
-                                                        const std::vector<at::Tensor>& params,
-                                                        size_t& bytes) {
-  std::unique_ptr<torch::optim::Optimizer> copy = factory.make(params);
-  if (!copy || copy->param_groups().size() != opt.param_groups().size()) return nullptr;
-  for (size_t i = 0; i < opt.param_groups().size(); ++i) {
-    const auto& from = opt.param_groups()[i];
-    auto& to = copy->param_groups()[i];
-    if (from.params().size() != to.params().size()) return nullptr;
-    to.set_options(from.options().clone());
-    for (size_t j = 0; j < from.params().size(); ++j) {
-      auto it = opt.state().find(impl_key(from.params()[j]));
-      if (it == opt.state().end()) continue;  // no step taken for it yet
-      auto state = deep_copy_state(*it->second, bytes);
-      if (!state) return nullptr;
-      copy->state()[impl_key(to.params()[j])] = std::move(state);
-    }
-  }
-  return copy;
-}
-
-internal::OptimizerState serialize_optimizer(torch::optim::Optimizer& opt) {
+// The optimizer's state: as tensors for LibTorch's built-in optimizers (cloned when `copy`), else
+// as the archive of Optimizer::save, made now. Adds the bytes it holds to `bytes`.
+internal::OptimizerState capture_optimizer(torch::optim::Optimizer& opt, bool copy, size_t& bytes) {
   internal::OptimizerState s;
+  s.lrs = learning_rates(opt);
+  if (auto encoded = internal::encode_optimizer(opt, copy, bytes)) {
+    s.encoded = std::move(*encoded);
+    return s;
+  }
   torch::serialize::OutputArchive archive;
   opt.save(archive);
-  // Room for up to four state tensors per parameter (Adam with amsgrad has three): reserving only
-  // maps memory, and it spares the copies of a growing buffer.
-  size_t param_bytes = 0;
-  for (const auto& group : opt.param_groups())
-    for (const auto& p : group.params()) param_bytes += p.nbytes();
-  s.archive.reserve(4 * param_bytes + (1 << 20));
   archive.save_to([&s](const void* data, size_t size) {
     s.archive.append(static_cast<const char*>(data), size);
     return size;
   });
-  try {
-    for (const auto& group : opt.param_groups()) s.lrs.push_back(group.options().get_lr());
-  } catch (const std::exception&) {
-    s.lrs.clear();  // an optimizer without a learning rate
-  }
+  bytes += s.archive.size();
   return s;
 }
 
@@ -262,8 +190,9 @@ internal::OptimizerState serialize_optimizer(torch::optim::Optimizer& opt) {
 struct SaverSnapshot::Impl {
   std::string dir;
   internal::CheckpointContents contents;
-  // Optimizers copied for a later serialisation, by train op name (copies only).
-  std::vector<std::pair<std::string, std::unique_ptr<torch::optim::Optimizer>>> optimizers;
+  // A synchronous save, which holds up training anyway, writes its two files on two cores; a
+  // snapshot written while training goes on leaves the other core to training.
+  bool parallel = false;
   size_t bytes = 0;
   Env env;
 };
@@ -328,47 +257,21 @@ SaverSnapshot Saver::capture(Session& session, const std::string& save_path_pref
   auto& impl = *snap.impl_;
   impl.dir = dir;
   impl.env = env_for(session);
+  impl.parallel = !copy;
   auto& c = impl.contents;
   c.path = path;
 
   // Variables: copied when the write happens later, while training changes them in place.
-  std::map<const c10::TensorImpl*, at::Tensor> copies;
   for (Node v : g.variables()) {
-    const at::Tensor& live = g.variable_value(v);
-    at::Tensor t = live.detach();
-    if (copy || !t.is_cpu())
-      t = copy ? t.to(at::kCPU, /*non_blocking=*/false, /*copy=*/true) : t.cpu();
-    if (copy) copies.emplace(live.unsafeGetTensorImpl(), t);
+    at::Tensor t = internal::host_tensor(g.variable_value(v), copy);
     impl.bytes += t.nbytes();
     c.variables.emplace_back(g.name(v), std::move(t));
   }
   c.global_step = g.global_step_value();
   c.wall_time = clock_->wall_seconds();
 
-  auto& gs = g.state();
-  for (Node t : g.train_ops()) {
-    auto& opt = g.optimizer(t);
-    const std::string& name = g.name(t);
-    if (copy) {
-      // A copy of the optimizer over the variables' copies: its archive, made on the writing
-      // thread, is the one the original would give now.
-      auto& op = gs.train_ops[gs.nodes[t.index].train_index];
-      std::vector<at::Tensor> params;
-      params.reserve(op.params.size());
-      for (const auto& p : op.params) {
-        auto it = copies.find(p.unsafeGetTensorImpl());
-        params.push_back(it != copies.end() ? it->second : p.detach().clone());
-      }
-      size_t bytes = 0;
-      if (auto dup = copy_optimizer(opt, op.factory, params, bytes)) {
-        impl.bytes += bytes;
-        impl.optimizers.emplace_back(name, std::move(dup));
-        continue;
-      }
-    }
-    c.optimizers.emplace(name, serialize_optimizer(opt));
-    impl.bytes += c.optimizers.at(name).archive.size();
-  }
+  for (Node t : g.train_ops())
+    c.optimizers.emplace(g.name(t), capture_optimizer(g.optimizer(t), copy, impl.bytes));
   {
     at::Generator gen = at::detail::getDefaultCPUGenerator();
     std::lock_guard<std::mutex> lock(gen.mutex());
@@ -388,10 +291,8 @@ std::string Saver::write(SaverSnapshot snapshot) {
   const std::string& path = c.path;
   const std::string& dir = impl.dir;
   const Env& env = impl.env;
-  for (auto& [name, opt] : impl.optimizers) c.optimizers.emplace(name, serialize_optimizer(*opt));
-  impl.optimizers.clear();
   // Variables, then the sidecar that vouches for them, then the state file that lists both.
-  internal::write_checkpoint_files(c);
+  internal::write_checkpoint_files(c, impl.parallel);
 
   // Retention (TensorFlow's _RecordLastCheckpoint and _MaybeDeleteOldCheckpoints), decided on
   // copies and committed once the state file is written.
@@ -492,17 +393,25 @@ Plan check(Graph& g, const internal::CheckpointContents& cp) {
       continue;
     }
     used.insert(name);
-    // Load into a scratch optimizer over the same variables: a state that does not fit fails
-    // here, before anything changed.
+    // A state that does not fit fails here, before anything changed: an archive is loaded into
+    // a scratch optimizer over the same variables.
     auto& op = gs.train_ops[gs.nodes[t.index].train_index];
     try {
-      auto scratch = op.factory.make(op.params);
-      torch::serialize::InputArchive archive;
-      archive.load_from(it->second.archive.data(), it->second.archive.size());
-      scratch->load(archive);
-      if (!it->second.lrs.empty() && it->second.lrs.size() != scratch->param_groups().size()) {
-        throw InvalidArgument(fmt::format("{} learning rates for {} parameter groups",
-                                          it->second.lrs.size(), scratch->param_groups().size()));
+      const internal::OptimizerState& s = it->second;
+      size_t groups = 0;
+      if (s.is_encoded()) {
+        internal::check_encoded_optimizer(s.encoded, g.optimizer(t));
+        groups = g.optimizer(t).param_groups().size();
+      } else {
+        auto scratch = op.factory.make(op.params);
+        torch::serialize::InputArchive archive;
+        archive.load_from(s.archive.data(), s.archive.size());
+        scratch->load(archive);
+        groups = scratch->param_groups().size();
+      }
+      if (!s.lrs.empty() && s.lrs.size() != groups) {
+        throw InvalidArgument(
+            fmt::format("{} learning rates for {} parameter groups", s.lrs.size(), groups));
       }
     } catch (const std::exception& e) {
       throw InvalidArgument(
@@ -597,10 +506,14 @@ void apply(Graph& g, const internal::CheckpointContents& cp, const Plan& plan, c
     auto& opt = g.optimizer(t);
     // LibTorch's load only adds entries: clear first so that a parameter without saved state
     // (no step taken yet) does not keep a newer one.
-    opt.state().clear();
-    torch::serialize::InputArchive archive;
-    archive.load_from(s->archive.data(), s->archive.size());
-    opt.load(archive);
+    if (s->is_encoded()) {
+      internal::load_encoded_optimizer(s->encoded, opt);
+    } else {
+      opt.state().clear();
+      torch::serialize::InputArchive archive;
+      archive.load_from(s->archive.data(), s->archive.size());
+      opt.load(archive);
+    }
     // LibTorch's load keeps the current options; PyTorch's load_state_dict restores the learning
     // rate, and schedules that changed it rely on that.
     for (size_t i = 0; i < s->lrs.size(); ++i) opt.param_groups()[i].options().set_lr(s->lrs[i]);

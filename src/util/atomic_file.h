@@ -17,7 +17,9 @@ namespace trainhooks::internal {
 
 // Streams a file into place: append() as the bytes come (no copy of the whole file in memory),
 // overwrite() to fill in a header once the rest is known, commit() to make it durable and
-// visible. Destroyed without commit(), it removes its temporary file and the target is untouched.
+// visible. While appending it starts the write-back of every 8 MiB written, so that the disk works
+// while the rest is produced and commit() waits only for the tail. Destroyed without commit(), it
+// removes its temporary file and the target is untouched.
 class AtomicFileWriter {
  public:
   explicit AtomicFileWriter(std::string path);
@@ -41,6 +43,7 @@ class AtomicFileWriter {
   std::string tmp_;
   int fd_ = -1;
   uint64_t size_ = 0;
+  uint64_t written_back_ = 0;  // write-back started for [0, written_back_)
   bool committed_ = false;
 };
 

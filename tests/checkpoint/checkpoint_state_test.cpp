@@ -88,6 +88,19 @@ TEST(CheckpointStateTest, RejectsWhatIsNotACheckpointState) {
   }
 }
 
+TEST(CheckpointStateTest, ParseErrorsNameTheLineOfTheFault) {
+  auto message = [](const char* text) {
+    return th::testing::error_message<th::DataLossError>(
+        [&] { th::parse_checkpoint_state(text, "/r/checkpoint"); });
+  };
+  EXPECT_EQ(message("garbage\n"),
+            "Cannot parse the checkpoint state /r/checkpoint (line 1): expected ':'");
+  EXPECT_EQ(message("garbage"),
+            "Cannot parse the checkpoint state /r/checkpoint (line 1): expected ':'");
+  EXPECT_EQ(message("model_checkpoint_path: \"a\"\n\nbogus_field: 1\n"),
+            "Cannot parse the checkpoint state /r/checkpoint (line 3): unknown field 'bogus_field'");
+}
+
 TEST(CheckpointStateTest, AbsoluteDirectoryKeepsPathsAsGiven) {
   th::testing::TempDir dir;
   th::CheckpointState s;

@@ -31,7 +31,6 @@ using State = std::map<std::string, at::Tensor>;
 // for the other tests of this binary.
 class ExactResumeTest : public ::testing::Test {
  protected:
-
   // Trains CheckpointModel in this process, as checkpoint_trainer does, and returns its state.
   State train_in_process(const std::string& dir, int64_t last_step, th::Hooks extra = {}) {
     auto m = th::testing::CheckpointModel::make();

@@ -56,7 +56,6 @@ std::optional<std::string> first_restored(const std::string& log) {
 
 class KillTest : public ::testing::Test {
  protected:
-
   // Checks the directory as a restarting process would find it; returns the newest listed
   // checkpoint, if any.
   std::optional<std::string> check_directory(const std::string& dir) {

@@ -6,6 +6,7 @@
 #include <torch/nn/modules/linear.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -16,7 +17,9 @@
 #include <vector>
 
 #include "checkpoint/checkpoint_file.h"
+#include "summary/crc32c.h"
 #include "test_util.h"
+#include "trainhooks/checkpoint/checkpoint_reader.h"
 #include "trainhooks/checkpoint/checkpoint_state.h"
 #include "trainhooks/errors.h"
 #include "trainhooks/graph.h"
@@ -48,7 +51,7 @@ struct Counter : th::StateProvider {
 
 // A module, an Adam train op, a shuffled endless input and a registered counter.
 struct Model {
-  explicit Model(int64_t seed = 1) {
+  explicit Model(int64_t seed = 1, th::OptimizerFactory optimizer = th::adam(0.05)) {
     torch::manual_seed(seed);  // different module initialisations for different seeds
     net = torch::nn::Linear(3, 2);
     g.add_module("net", net);
@@ -60,7 +63,7 @@ struct Model {
     auto b = batch;
     loss =
         g.op("loss", [=](th::Run& r) { return (n->forward(r[b[0]]) - r[b[1]]).square().mean(); });
-    train = g.minimize("train", loss, th::adam(0.05));
+    train = g.minimize("train", loss, std::move(optimizer));
     g.register_state("test/counter", &counter);
   }
   void steps(th::Session& s, int n) {
@@ -581,32 +584,41 @@ TEST_F(SaverTest, PythonTorchLoadReadsTheCheckpoint) {
   g.add_module("net", net);
   g.variable("scale", torch::tensor({3}, torch::kLong), {.trainable = false});
   auto loss = g.op("loss", [=](th::Run& r) { return net->weight.sum(); });
-  g.minimize("train", loss, th::sgd(0.1));
+  auto train = g.minimize("train", loss, th::sgd(0.1, {.momentum = 0.5}));
   th::Session s(g);
+  s.run({train});  // a momentum buffer for the weight (d loss / d weight = 1), none for the bias
+  {
+    torch::NoGradGuard no_grad;
+    net->weight.copy_(torch::arange(6, torch::kFloat).reshape({2, 3}) * 0.25);
+  }
   g.set_global_step_value(12);
   const std::string path = th::Saver(g, options()).save(s, dir.file("model.ckpt"), 12);
   const std::string script = dir.file("check.py");
-  write_bytes(script,
-              "import io, sys, torch\n"
-              "d = torch.load(sys.argv[1])\n"
-              "print(type(d).__name__, sorted(d))\n"
-              "for k in sorted(d): print(k, d[k].dtype, d[k].tolist())\n"
-              "raw = open(sys.argv[1] + '.trainstate', 'rb').read()\n"
-              "s = torch.load(io.BytesIO(raw[28:]))\n"
-              "print(raw[:8].decode(), s['format'], s['global_step'], sorted(s['optimizers']))\n");
+  write_bytes(
+      script,
+      "import io, sys, torch\n"
+      "d = torch.load(sys.argv[1])\n"
+      "print(type(d).__name__, sorted(d))\n"
+      "for k in sorted(d): print(k, d[k].dtype, d[k].tolist())\n"
+      "raw = open(sys.argv[1] + '.trainstate', 'rb').read()\n"
+      "s = torch.load(io.BytesIO(raw[28:]))\n"
+      "print(raw[:8].decode(), s['format'], s['global_step'], sorted(s['optimizers']))\n"
+      "o = s['optimizers']['train']['state_dict']\n"
+      "print(o['type'], o['param_groups'])\n"
+      "print({i: {k: v.tolist() for k, v in st.items()} for i, st in o['state'].items()})\n");
   const std::string command = "timeout 120 /usr/bin/python3 " + script + " " + path + " 2>&1";
-  FILE* pipe = ::popen(command.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
-  std::string out;
-  char buf[4096];
-  while (size_t n = std::fread(buf, 1, sizeof(buf), pipe)) out.append(buf, n);
-  EXPECT_EQ(::pclose(pipe), 0) << out;
+  int status = -1;
+  const std::string out = th::testing::run_command(command, status);
+  EXPECT_EQ(status, 0) << out;
   EXPECT_EQ(out,
             "dict ['net/bias', 'net/weight', 'scale']\n"
             "net/bias torch.float32 [-1.5, 2.0]\n"
             "net/weight torch.float32 [[0.0, 0.25, 0.5], [0.75, 1.0, 1.25]]\n"
             "scale torch.int64 [3]\n"
-            "TRNSTATE trainhooks.trainstate 12 ['train']\n");
+            "TRNSTATE trainhooks.trainstate 12 ['train']\n"
+            "sgd [{'lr': 0.1, 'momentum': 0.5, 'dampening': 0.0, 'weight_decay': 0.0, "
+            "'nesterov': False, 'params': [0, 1]}]\n"
+            "{0: {'momentum_buffer': [[1.0, 1.0, 1.0], [1.0, 1.0, 1.0]]}}\n");
 }
 
 }  // namespace
@@ -664,11 +676,90 @@ TEST_F(SaverTest, SnapshotChecksItsArgumentsAndWriteAnEmptySnapshot) {
   Model a;
   th::Session sa(a.g);
   th::Saver saver(a.g, options());
-  EXPECT_EQ(message_of<th::NotFoundError>(
-                [&] { saver.snapshot(sa, dir.file("missing/model.ckpt"), 1); }),
-            "Parent directory of " + dir.file("missing/model.ckpt") + " doesn't exist, can't save.");
+  EXPECT_EQ(
+      message_of<th::NotFoundError>([&] { saver.snapshot(sa, dir.file("missing/model.ckpt"), 1); }),
+      "Parent directory of " + dir.file("missing/model.ckpt") + " doesn't exist, can't save.");
   EXPECT_EQ(message_of<th::InvalidArgument>([&] { saver.write(th::SaverSnapshot()); }),
             "Saver::write: the snapshot is empty");
+}
+
+// Format 1 held every optimizer's state as an Optimizer::save archive (format 2 still does for
+// optimizers other than LibTorch's built-in ones): such a checkpoint restores the same state.
+TEST_F(SaverTest, OptimizerStateHeldAsAnArchiveRestoresTheSame) {
+  Model a;
+  th::Session sa(a.g);
+  a.steps(sa, 3);
+  th::Saver saver(a.g, options());
+  const std::string path = saver.save(sa, dir.file("model.ckpt"), 3);
+
+  th::internal::CheckpointContents cp = th::internal::decode_checkpoint(path);
+  auto& opt = cp.optimizers.at("train");
+  ASSERT_TRUE(opt.is_encoded());
+  opt.archive = th::CheckpointReader(path).optimizer_archive("train");
+  opt.encoded = c10::IValue();
+  cp.path = dir.file("v1.ckpt-3");
+  th::internal::write_checkpoint_files(cp);
+  // The header of a format 1 file: version 1, and the header CRC over it.
+  std::string side = read_bytes(cp.path + ".trainstate");
+  side[8] = 1;
+  const uint32_t crc = th::summary::crc32c::mask(th::summary::crc32c::value(side.data(), 24));
+  for (int i = 0; i < 4; ++i) side[24 + i] = static_cast<char>((crc >> (8 * i)) & 0xff);
+  write_bytes(cp.path + ".trainstate", side);
+  EXPECT_EQ(th::CheckpointReader(cp.path).optimizers()[0].type, "");
+
+  Model b(2), c(3);
+  th::Session sb(b.g), sc(c.g);
+  th::Saver(b.g, options()).restore(sb, path);
+  th::Saver(c.g, options()).restore(sc, cp.path);
+  b.steps(sb, 2);
+  c.steps(sc, 2);
+  expect_same(b.values(), c.values());
+}
+
+TEST_F(SaverTest, RestoringAnotherOptimizersStateSaysSoAndChangesNothing) {
+  Model a;
+  th::Session sa(a.g);
+  a.steps(sa, 1);
+  const std::string path = th::Saver(a.g, options()).save(sa, dir.file("model.ckpt"), 1);
+  Model b(2, th::sgd(0.1, {.momentum = 0.9}));
+  th::Session sb(b.g);
+  const auto before = b.values();
+  EXPECT_EQ(message_of<th::InvalidArgument>([&] { th::Saver(b.g, options()).restore(sb, path); }),
+            "The optimizer state of train op 'train' in the checkpoint '" + path +
+                "' does not fit its sgd optimizer: the checkpoint holds the state of an optimizer "
+                "of type 'adam'");
+  expect_same(b.values(), before);
+}
+
+// A synchronous save writes its two files at once; when either fails, the error names that file
+// and nothing of the checkpoint is left: no temporary files, no variables file without its
+// training state, no state file.
+TEST_F(SaverTest, AFailingFileOfAParallelSaveLeavesNothingBehind) {
+  Model m;
+  th::Session s(m.g);
+  m.steps(s, 1);
+  th::Saver saver(m.g, options());
+  auto entries = [&] {
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(dir.path())) names.push_back(e.path().filename());
+    std::sort(names.begin(), names.end());
+    return names;
+  };
+  // A directory where the variables file goes: its rename fails.
+  fs::create_directories(dir.file("model.ckpt-1"));
+  EXPECT_THAT(message_of<th::Error>([&] { saver.save(s, dir.file("model.ckpt"), 1); }),
+              HasSubstr("Cannot write checkpoint file '" + dir.file("model.ckpt-1") + "'"));
+  EXPECT_THAT(entries(), ElementsAre("model.ckpt-1"));
+  // A directory where the training-state file goes: the variables file is removed again.
+  fs::create_directories(dir.file("model.ckpt-2.trainstate"));
+  EXPECT_THAT(
+      message_of<th::Error>([&] { saver.save(s, dir.file("model.ckpt"), 2); }),
+      HasSubstr("Cannot write checkpoint file '" + dir.file("model.ckpt-2.trainstate") + "'"));
+  EXPECT_THAT(entries(), ElementsAre("model.ckpt-1", "model.ckpt-2.trainstate"));
+  // And a save that can succeed does.
+  EXPECT_EQ(saver.save(s, dir.file("model.ckpt"), 3), dir.file("model.ckpt-3"));
+  EXPECT_THAT(entries(), ElementsAre("checkpoint", "model.ckpt-1", "model.ckpt-2.trainstate",
+                                     "model.ckpt-3", "model.ckpt-3.trainstate"));
 }
 
 TEST(CheckpointFileTest, StreamedPickleIsTorchPickleSave) {
@@ -677,7 +768,12 @@ TEST(CheckpointFileTest, StreamedPickleIsTorchPickleSave) {
   d.insert("b/c", torch::ones({2, 3}, torch::kDouble));
   d.insert("empty", torch::empty({0}));
   const c10::IValue v(d);
-  EXPECT_EQ(th::internal::pickle_bytes(v), torch::pickle_save(v));
+  const std::vector<char> ours = th::internal::pickle_bytes(v);
+  const std::vector<char> libtorchs = torch::pickle_save(v);
+  ASSERT_EQ(ours.size(), libtorchs.size());
+  EXPECT_TRUE(ours == libtorchs)
+      << "the first difference is at byte "
+      << std::mismatch(ours.begin(), ours.end(), libtorchs.begin()).first - ours.begin();
 }
 
 TEST_F(SaverTest, TheFirstSaveIntoADirectoryRemovesTemporariesOfEndedWriters) {

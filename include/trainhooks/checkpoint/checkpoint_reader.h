@@ -24,6 +24,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "trainhooks/input.h"
@@ -39,8 +40,12 @@ struct CheckpointOptimizerInfo {
   std::string train_op;
   // Per parameter group; empty for an optimizer without a learning rate.
   std::vector<double> learning_rates;
-  // Size of its serialized state (LibTorch's Optimizer::save archive).
-  uint64_t archive_bytes = 0;
+  // "sgd", "adam", "adamw", "rmsprop" or "adagrad": LibTorch's built-in optimizers, whose state
+  // the checkpoint holds as tensors; empty for other optimizers, held as the archive of
+  // Optimizer::save.
+  std::string type;
+  // The bytes of its state: its tensors', or its archive's.
+  uint64_t state_bytes = 0;
 };
 
 class CheckpointReader {
@@ -69,9 +74,15 @@ class CheckpointReader {
 
   // One entry per train op, by name.
   std::vector<CheckpointOptimizerInfo> optimizers() const;
-  // The bytes that Optimizer::load reads (through torch::serialize::InputArchive::load_from).
-  // NotFoundError naming the train op when the checkpoint has no state for it.
-  const std::string& optimizer_archive(const std::string& train_op) const;
+  // The bytes that Optimizer::load reads (through torch::serialize::InputArchive::load_from):
+  // the saved archive, or one made from the state tensors. NotFoundError naming the train op when
+  // the checkpoint has no state for it.
+  std::string optimizer_archive(const std::string& train_op) const;
+  // The state tensors of a built-in optimizer by "<parameter index>/<name>" ("0/exp_avg"),
+  // numbering the parameters across groups as PyTorch's state_dict does; empty for an archive.
+  // NotFoundError as optimizer_archive().
+  std::vector<std::pair<std::string, at::Tensor>> optimizer_tensors(
+      const std::string& train_op) const;
 
   // Per input, by the name of its first component node.
   std::map<std::string, InputPosition> input_positions() const;

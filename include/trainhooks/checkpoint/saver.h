@@ -91,7 +91,8 @@ class Saver {
   // Writes `<prefix>-<global_step>` (`<prefix>` without a step) and returns that path.
   // InvalidArgument for an empty or directory-like prefix, a negative step, a prefix that would
   // overwrite the state file, or a session on another graph; NotFoundError when the directory
-  // does not exist; write errors (a full disk: ResourceExhaustedError) name the file.
+  // does not exist; write errors (a full disk: ResourceExhaustedError) name the file. The two
+  // files of the checkpoint are written at once, on this thread and a second one.
   std::string save(Session& session, const std::string& save_path_prefix,
                    std::optional<int64_t> global_step = std::nullopt);
 
