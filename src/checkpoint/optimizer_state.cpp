@@ -142,17 +142,12 @@ class TypedCodec final : public Codec {
 
   std::unique_ptr<OptimizerOptions> decode_options(const Dict& d, const OptimizerOptions* base,
                                                    const std::string& where) const override {
-    std::unique_ptr<Opts> o;
-    if (base) {
-      const auto* typed = dynamic_cast<const Opts*>(base);
-      if (!typed) unfit(fmt::format("{}: the optimizer's options are not {}'s", where, type_));
-      o = std::make_unique<Opts>(*typed);
-    } else if constexpr (std::is_default_constructible_v<Opts>) {
-      o = std::make_unique<Opts>();
-    } else {
-      o = std::make_unique<Opts>(0.0);  // SGDOptions has no default learning rate
-    }
+    const auto* typed = base ? dynamic_cast<const Opts*>(base) : nullptr;
+    if (base && !typed)
+      unfit(fmt::format("{}: the optimizer's options are not {}'s", where, type_));
+    std::unique_ptr<Opts> o = options_like(typed);
     for (const auto& kv : d) {
+      if (!kv.key().isString()) unfit(fmt::format("{} has a key that is not a string", where));
       const std::string& key = kv.key().toStringRef();
       if (key == "params") continue;
       const OptionField<Opts>* f = nullptr;
@@ -230,15 +225,16 @@ class TypedCodec final : public Codec {
 
   std::unique_ptr<Optimizer> make(std::vector<OptimizerParamGroup> groups) const override {
     const auto* first = groups.empty() ? nullptr : &groups.front().options();
-    std::unique_ptr<OptimizerOptions> defaults =
-        decode_options_defaults(first ? dynamic_cast<const Opts*>(first) : nullptr);
-    return std::make_unique<O>(std::move(groups), static_cast<Opts&>(*defaults));
+    std::unique_ptr<Opts> defaults =
+        options_like(first ? dynamic_cast<const Opts*>(first) : nullptr);
+    return std::make_unique<O>(std::move(groups), *defaults);
   }
 
  private:
   static constexpr bool kHasStep = requires(const S& s) { s.step(); };
 
-  static std::unique_ptr<OptimizerOptions> decode_options_defaults(const Opts* like) {
+  // A copy of `like`, else the defaults (SGDOptions has no default learning rate: 0).
+  static std::unique_ptr<Opts> options_like(const Opts* like) {
     if (like) return std::make_unique<Opts>(*like);
     if constexpr (std::is_default_constructible_v<Opts>)
       return std::make_unique<Opts>();
