@@ -4,7 +4,10 @@ BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build demo test bench clean format
+# What `make demo` runs: the library, the seed example and the CLI, nothing else.
+DEMO_TARGETS = seed_linear_regression trainhooks_cli
+
+.PHONY: all deps configure build build-demo demo test bench clean format
 
 all: build
 
@@ -19,11 +22,14 @@ configure: deps $(BUILD_DIR)/build.ninja
 build: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
-demo: build
+build-demo: configure
+	cmake --build $(BUILD_DIR) -j $(JOBS) --target $(DEMO_TARGETS)
+
+demo: build-demo
 	bash scripts/demo.sh $(BUILD_DIR)
 
 test: build
-	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 300
+	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
 bench: build
 	bash scripts/bench.sh $(BUILD_DIR)

@@ -27,7 +27,7 @@
 
 #include "trainhooks/graph.h"
 #include "trainhooks/hook.h"
-#include "trainhooks/monitored_session.h"
+#include "trainhooks/training_session.h"
 #include "trainhooks/optimizers.h"
 #include "trainhooks/session.h"
 

@@ -21,8 +21,6 @@ foreach(name tensor summary event)
     VERBATIM)
   list(APPEND TRAINHOOKS_PROTO_SOURCES ${out})
 endforeach()
-# Generated code needs no LibTorch; skipping the shared header keeps those TUs fast.
-set_source_files_properties(${TRAINHOOKS_PROTO_SOURCES} PROPERTIES SKIP_PRECOMPILE_HEADERS ON)
 
 file(GLOB_RECURSE TRAINHOOKS_SUMMARY_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/summary/*.cpp)
 add_library(trainhooks_summary STATIC ${TRAINHOOKS_SUMMARY_SOURCES} ${TRAINHOOKS_PROTO_SOURCES})

@@ -127,4 +127,9 @@ void Coordinator::raise_requested_exception() const {
   if (error) std::rethrow_exception(error);
 }
 
+std::exception_ptr Coordinator::requested_exception() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return error_;
+}
+
 }  // namespace trainhooks

@@ -3,13 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "trainhooks/errors.h"
-#include "trainhooks/checkpoint/saver.h"
-#include "trainhooks/hooks/checkpoint_saver_hook.h"
-#include "trainhooks/hooks/preemption_hook.h"
-#include "trainhooks/hooks/step_counter_hook.h"
-#include "trainhooks/hooks/summary_saver_hook.h"
 
 namespace trainhooks {
 
@@ -21,13 +17,7 @@ ChiefSessionCreator::ChiefSessionCreator(Graph& graph, SessionCreatorOptions opt
 std::unique_ptr<Session> ChiefSessionCreator::create_session() {
   graph_.initialize();
   auto session = std::make_unique<Session>(graph_, options_.env);
-  if (options_.checkpoint_filename_with_path.empty() && options_.checkpoint_dir.empty()) return session;
-  if (!saver_) saver_ = options_.saver ? options_.saver : std::make_shared<Saver>(graph_, SaverOptions{.env = options_.env});
-  if (!options_.checkpoint_filename_with_path.empty()) {
-    saver_->restore(*session, options_.checkpoint_filename_with_path);
-  } else {
-    saver_->restore_latest(*session, options_.checkpoint_dir);
-  }
+  if (options_.restore) options_.restore(*session);
   return session;
 }
 
@@ -60,6 +50,12 @@ MonitoredSession::MonitoredSession(std::unique_ptr<SessionCreator> creator, Hook
   if (!(options_.stop_grace_period_secs >= 0)) {
     throw InvalidArgument(fmt::format("MonitoredSession: invalid stop_grace_period_secs {}", options_.stop_grace_period_secs));
   }
+  if (options_.max_recovery_attempts < 0) {
+    throw InvalidArgument(fmt::format("MonitoredSession: invalid max_recovery_attempts {}", options_.max_recovery_attempts));
+  }
+  if (!(options_.recovery_backoff_secs >= 0)) {
+    throw InvalidArgument(fmt::format("MonitoredSession: invalid recovery_backoff_secs {}", options_.recovery_backoff_secs));
+  }
   for (size_t i = 0; i < hooks_.size(); ++i) {
     if (!hooks_[i]) throw InvalidArgument(fmt::format("MonitoredSession: hooks[{}] is null", i));
   }
@@ -70,7 +66,7 @@ MonitoredSession::MonitoredSession(std::unique_ptr<SessionCreator> creator, Hook
   hook_args_.resize(hooks_.size());
   hook_values_.resize(hooks_.size());
   hook_fetch_begin_.resize(hooks_.size() + 1);
-  create_session();
+  create_session_recovering();
 }
 
 MonitoredSession::~MonitoredSession() {
@@ -86,6 +82,22 @@ MonitoredSession::~MonitoredSession() {
 void MonitoredSession::create_session() {
   session_ = creator_->create_session();
   for (auto& h : hooks_) h->after_create_session(*session_, *coord_);
+  // A stop requested while the session was made (a signal, a hook's Coordinator stop) counts
+  // before the first run.
+  decide_stop();
+}
+
+void MonitoredSession::create_session_recovering() {
+  for (;;) {
+    try {
+      create_session();
+      return;
+    } catch (...) {
+      std::exception_ptr error = std::current_exception();
+      if (!should_recover(error)) std::rethrow_exception(error);
+      reset_for_recovery();
+    }
+  }
 }
 
 Session& MonitoredSession::raw_session() {
@@ -93,13 +105,112 @@ Session& MonitoredSession::raw_session() {
   return *session_;
 }
 
-bool MonitoredSession::should_stop() const {
-  return closed_ || stop_requested_ || end_of_input_ || coord_->should_stop();
+namespace {
+
+bool is_preemption(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const AbortedError&) {
+    return true;
+  } catch (const UnavailableError&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
 }
 
-void MonitoredSession::check_not_stopped() const {
+std::string what(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "unknown error";
+  }
+}
+
+}  // namespace
+
+bool MonitoredSession::should_recover(std::exception_ptr& error) {
+  // TF's _CoordinatedSession: an error that another thread's preemption caused (a cancelled
+  // queue, a closed peer) is raised as that preemption, its root cause.
+  if (!is_preemption(error)) {
+    std::exception_ptr root = coord_->requested_exception();
+    if (root && is_preemption(root)) error = root;
+  }
+  if (!options_.recoverable || in_step_fn_ || closed_ || !is_preemption(error)) return false;
+  if (recovery_attempts_ >= options_.max_recovery_attempts) {
+    env_.error(fmt::format("Giving up after {} consecutive attempts to recover the session. Error: {}",
+                           recovery_attempts_, what(error)));
+    return false;
+  }
+  ++recovery_attempts_;
+  env_.info(fmt::format(
+      "An error was raised. This may be due to a preemption in a connected worker or parameter "
+      "server. The current session will be closed and a new session will be created. Error: {}",
+      what(error)));
+  if (recovery_attempts_ > 1 && options_.recovery_backoff_secs > 0) {
+    double wait = std::min(60.0, options_.recovery_backoff_secs * std::ldexp(1.0, recovery_attempts_ - 2));
+    env_.sleeper->sleep_for(wait);
+  }
+  return true;
+}
+
+void MonitoredSession::reset_for_recovery() {
+  session_.reset();
+  // TF makes a new Coordinator for the new session; the old one's threads are stopped and joined
+  // first, and the error that brought us here is not raised again.
+  coord_->request_stop();
+  try {
+    coord_->join(options_.stop_grace_period_secs);
+  } catch (const AbortedError&) {
+  } catch (const UnavailableError&) {
+    // The error being recovered from (or another preemption): already logged.
+  } catch (const std::exception& e) {
+    env_.warning(fmt::format("While recovering the session: {}", e.what()));
+  }
+  coord_->clear_stop();
+  stop_requested_ = false;
+  end_of_input_ = false;
+  stop_decided_ = false;
+}
+
+void MonitoredSession::recover_or_rethrow(std::exception_ptr error) {
+  if (!should_recover(error)) std::rethrow_exception(error);
+  reset_for_recovery();
+  create_session_recovering();
+}
+
+bool MonitoredSession::check_coordinator() {
+  std::exception_ptr error = coord_->requested_exception();
+  if (!error) return true;
+  recover_or_rethrow(error);
+  return false;
+}
+
+void MonitoredSession::decide_stop() {
+  const bool local = stop_requested_ || end_of_input_ || coord_->should_stop();
+  const bool decided = options_.stop_policy ? options_.stop_policy->decide(local) : local;
+  stop_decided_ = stop_decided_ || decided;
+}
+
+bool MonitoredSession::should_stop() {
+  if (closed_) return true;
+  if (!check_coordinator()) return false;  // recovered: a new session
+  if (stop_decided_) return true;
+  // Alone, this process also honours a Coordinator stop between runs, as TF's should_stop().
+  return !options_.stop_policy && coord_->should_stop();
+}
+
+void MonitoredSession::check_not_stopped() {
   if (closed_) throw RuntimeError("Attempted to use a closed MonitoredSession.");
   if (should_stop()) throw RuntimeError("Run called even after should_stop requested.");
+}
+
+void MonitoredSession::finish_step_fn(bool stop_requested) {
+  if (stop_requested) stop_requested_ = true;
+  recovery_attempts_ = 0;
+  decide_stop();
 }
 
 RunResults MonitoredSession::run(const Fetches& fetches, const Feeds& feeds, const RunOptions& options,
@@ -119,22 +230,32 @@ void MonitoredSession::run_hooked(const Fetches& fetches, const Feeds& feeds, co
                                   RunMetadata* metadata, RunResults& out) {
   // TF's _RecoverableSession: a lost peer or a preemption recreates the session and retries.
   for (;;) {
-    std::string reason;
     try {
       if (!session_) create_session();
-      run_once(fetches, feeds, options, metadata, out);
+      try {
+        run_once(fetches, feeds, options, metadata, out);
+      } catch (const OutOfRangeError& e) {
+        // The end of input, from an input or a hook, is the end of training: stop cleanly, as
+        // TF's `with` block does.
+        env_.info(fmt::format("Reached the end of input; stopping: {}", e.what()));
+        end_of_input_ = true;
+        mark_end_of_input(session_->graph(), out);
+      }
+      if (!in_step_fn_) recovery_attempts_ = 0;
+      decide_stop();
       return;
-    } catch (const AbortedError& e) {
-      reason = e.what();
-    } catch (const UnavailableError& e) {
-      reason = e.what();
+    } catch (...) {
+      std::exception_ptr error = std::current_exception();
+      if (!should_recover(error)) std::rethrow_exception(error);
+      reset_for_recovery();
     }
-    env_.info(fmt::format(
-        "An error was raised. This may be due to a preemption in a connected worker or parameter "
-        "server. The current session will be closed and a new session will be created. Error: {}",
-        reason));
-    session_.reset();
   }
+}
+
+void MonitoredSession::mark_end_of_input(Graph& g, RunResults& out) {
+  out.clear();
+  out.set_graph(&g);
+  out.set_end_of_input(true);
 }
 
 namespace {
@@ -207,17 +328,7 @@ void MonitoredSession::run_once(const Fetches& fetches, const Feeds& feeds, cons
   RunMetadata local_metadata;
   if (!run_metadata && merged.trace_level > RunOptions::NO_TRACE) run_metadata = &local_metadata;
 
-  try {
-    sess.run_nodes(combined_fetches_, *run_feeds, merged, run_metadata, combined_results_);
-  } catch (const OutOfRangeError& e) {
-    // The end of input is the end of training: stop cleanly, as TF's `with` block does.
-    env_.info(fmt::format("Reached the end of input; stopping: {}", e.what()));
-    end_of_input_ = true;
-    out.clear();
-    out.set_graph(&g);
-    out.set_end_of_input(true);
-    return;
-  }
+  sess.run_nodes(combined_fetches_, *run_feeds, merged, run_metadata, combined_results_);
 
   const auto& values = combined_results_.values();
   out.clear();
@@ -263,121 +374,18 @@ void MonitoredSession::close() {
 
 // ---- SingularMonitoredSession -----------------------------------------------------------------
 
-SingularMonitoredSession::SingularMonitoredSession(Graph& graph, Hooks hooks, MonitoredSessionOptions options)
-    : MonitoredSession(std::make_unique<ChiefSessionCreator>(graph, SessionCreatorOptions{options.env}),
-                       std::move(hooks), options) {}
-
-// ---- MonitoredTrainingSession -----------------------------------------------------------------
-
 namespace {
 
-const MonitoredTrainingSessionOptions& validate(const MonitoredTrainingSessionOptions& o) {
-  if (o.save_checkpoint_secs && o.save_checkpoint_steps) {
-    throw InvalidArgument("Can not provide both save_checkpoint_secs and save_checkpoint_steps.");
-  }
-  if (o.save_summaries_secs && o.save_summaries_steps) {
-    throw InvalidArgument("Can not provide both save_summaries_secs and save_summaries_steps.");
-  }
-  if (o.log_step_count_steps < 0) {
-    throw InvalidArgument(fmt::format("Invalid log_step_count_steps: {}", o.log_step_count_steps));
-  }
-  if (!(o.max_wait_secs >= 0)) throw InvalidArgument(fmt::format("Invalid max_wait_secs: {}", o.max_wait_secs));
-  if (o.max_to_keep && *o.max_to_keep < 0) throw InvalidArgument(fmt::format("Invalid max_to_keep: {}", *o.max_to_keep));
-  if (o.checkpoint_dir.empty() &&
-      (o.save_checkpoint_secs || o.save_checkpoint_steps || o.max_to_keep || o.keep_checkpoint_every_n_hours)) {
-    throw InvalidArgument("MonitoredTrainingSession: checkpoint options were given without checkpoint_dir");
-  }
-  if (o.save_checkpoint_steps && *o.save_checkpoint_steps < 0) {
-    throw InvalidArgument(fmt::format("Invalid save_checkpoint_steps: {}", *o.save_checkpoint_steps));
-  }
-  if (o.save_checkpoint_secs && *o.save_checkpoint_secs < 0) {
-    throw InvalidArgument(fmt::format("Invalid save_checkpoint_secs: {}", *o.save_checkpoint_secs));
-  }
-  if ((o.save_summaries_secs || o.save_summaries_steps) && o.summary_dir.empty() && o.checkpoint_dir.empty()) {
-    throw InvalidArgument("MonitoredTrainingSession: summary options were given without summary_dir or checkpoint_dir");
-  }
-  if (o.save_summaries_steps && *o.save_summaries_steps < 0) {
-    throw InvalidArgument(fmt::format("Invalid save_summaries_steps: {}", *o.save_summaries_steps));
-  }
-  if (o.save_summaries_secs && *o.save_summaries_secs < 0) {
-    throw InvalidArgument(fmt::format("Invalid save_summaries_secs: {}", *o.save_summaries_secs));
-  }
-  return o;
-}
-
-// The chief's Saver, shared by the session creator (restore) and the CheckpointSaverHook (save)
-// so that retention has one list.
-std::shared_ptr<Saver> training_saver(Graph& graph, const MonitoredTrainingSessionOptions& o) {
-  if (!o.is_chief || o.checkpoint_dir.empty()) return nullptr;
-  SaverOptions options{.env = o.env};
-  if (o.max_to_keep) options.max_to_keep = *o.max_to_keep;
-  if (o.keep_checkpoint_every_n_hours) options.keep_checkpoint_every_n_hours = *o.keep_checkpoint_every_n_hours;
-  return std::make_shared<Saver>(graph, options);
-}
-
-Hooks training_hooks(const MonitoredTrainingSessionOptions& o, const std::shared_ptr<Saver>& saver) {
-  Hooks all;
-  // One PreemptionHook is enough: a program that passes its own keeps it where it put it.
-  auto is_preemption = [](const std::shared_ptr<SessionRunHook>& h) {
-    return dynamic_cast<const PreemptionHook*>(h.get()) != nullptr;
-  };
-  const bool has_own = std::any_of(o.hooks.begin(), o.hooks.end(), is_preemption) ||
-                       (o.is_chief && std::any_of(o.chief_only_hooks.begin(),
-                                                  o.chief_only_hooks.end(), is_preemption));
-  if (o.handle_preemption_signals && !has_own) all.push_back(std::make_shared<PreemptionHook>());
-  if (!o.is_chief) {
-    all.insert(all.end(), o.hooks.begin(), o.hooks.end());
-    return all;
-  }
-  all.insert(all.end(), o.chief_only_hooks.begin(), o.chief_only_hooks.end());
-  const std::string& summary_dir = o.summary_dir.empty() ? o.checkpoint_dir : o.summary_dir;
-  // Unlike TF, the step counter's log line does not need a summary directory: progress is
-  // visible by default, and its summaries are written when a directory is configured.
-  if (o.log_step_count_steps > 0) {
-    all.push_back(std::make_shared<StepCounterHook>(
-        StepCounterHookOptions{.every_n_steps = o.log_step_count_steps, .output_dir = summary_dir}));
-  }
-  if (!summary_dir.empty()) {
-    std::optional<int64_t> steps = o.save_summaries_steps;
-    if (!steps && !o.save_summaries_secs) steps = 100;
-    if ((steps && *steps > 0) || (o.save_summaries_secs && *o.save_summaries_secs > 0)) {
-      all.push_back(std::make_shared<SummarySaverHook>(SummarySaverHookOptions{
-          .save_steps = steps, .save_secs = o.save_summaries_secs, .output_dir = summary_dir}));
-    }
-  }
-  if (!o.checkpoint_dir.empty()) {
-    std::optional<double> secs = o.save_checkpoint_secs;
-    if (!secs && !o.save_checkpoint_steps) secs = 600;
-    if ((secs && *secs > 0) || (o.save_checkpoint_steps && *o.save_checkpoint_steps > 0)) {
-      all.push_back(std::make_shared<CheckpointSaverHook>(
-          o.checkpoint_dir,
-          CheckpointSaverHookOptions{.save_secs = secs,
-                                     .save_steps = o.save_checkpoint_steps,
-                                     .saver = saver,
-                                     .async_save = o.async_checkpoints}));
-    }
-  }
-  all.insert(all.end(), o.hooks.begin(), o.hooks.end());
-  return all;
-}
-
-std::unique_ptr<SessionCreator> training_creator(Graph& graph, const MonitoredTrainingSessionOptions& o,
-                                                 const std::shared_ptr<Saver>& saver) {
-  if (o.is_chief) {
-    return std::make_unique<ChiefSessionCreator>(
-        graph, SessionCreatorOptions{.env = o.env, .checkpoint_dir = o.checkpoint_dir, .saver = saver});
-  }
-  return std::make_unique<WorkerSessionCreator>(graph, SessionCreatorOptions{.env = o.env});
+// TF's SingularMonitoredSession does not recover: an Aborted error reaches the caller.
+MonitoredSessionOptions singular(MonitoredSessionOptions options) {
+  options.recoverable = false;
+  return options;
 }
 
 }  // namespace
 
-MonitoredTrainingSession::MonitoredTrainingSession(Graph& graph, MonitoredTrainingSessionOptions options)
-    : MonitoredTrainingSession(graph, options, training_saver(graph, validate(options))) {}
-
-MonitoredTrainingSession::MonitoredTrainingSession(Graph& graph, const MonitoredTrainingSessionOptions& options,
-                                                   std::shared_ptr<Saver> saver)
-    : MonitoredSession(training_creator(graph, options, saver), training_hooks(options, saver),
-                       MonitoredSessionOptions{options.stop_grace_period_secs, options.env}) {}
+SingularMonitoredSession::SingularMonitoredSession(Graph& graph, Hooks hooks, MonitoredSessionOptions options)
+    : MonitoredSession(std::make_unique<ChiefSessionCreator>(graph, SessionCreatorOptions{options.env}),
+                       std::move(hooks), singular(options)) {}
 
 }  // namespace trainhooks

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 #include <c10/util/Exception.h>
+#include <torch/types.h>  // clip_grad.h uses torch::Tensor without including it
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/optimizer.h>
 

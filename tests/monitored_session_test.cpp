@@ -1,4 +1,4 @@
-#include "trainhooks/monitored_session.h"
+#include "trainhooks/training_session.h"
 
 #include <torch/torch.h>
 
@@ -280,12 +280,13 @@ TEST(MonitoredSessionTest, UnavailableIsRecoveredAndOtherErrorsPropagate) {
   EXPECT_THROW(sess.run(broken), th::InternalError);
 }
 
-TEST(MonitoredSessionTest, CoordinatorStopEndsTrainingAndItsErrorIsRaisedByClose) {
+TEST(MonitoredSessionTest, CoordinatorErrorIsRaisedByShouldStopRunAndClose) {
   Model m;
   th::MonitoredSession sess(chief(m.g), {}, {.stop_grace_period_secs = 5});
   sess.coordinator().start_thread("failing", [] { throw th::DataLossError("disk gone"); });
   sess.coordinator().wait_for_stop(10);
-  EXPECT_TRUE(sess.should_stop());
+  EXPECT_EQ(th::testing::error_message<th::DataLossError>([&] { sess.should_stop(); }), "disk gone");
+  EXPECT_EQ(th::testing::error_message<th::DataLossError>([&] { sess.run(m.train, m.feeds()); }), "disk gone");
   EXPECT_THROW(sess.close(), th::DataLossError);
 }
 

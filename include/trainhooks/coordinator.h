@@ -49,6 +49,8 @@ class Coordinator {
   bool joined() const;
   // Throws the stored error, if any.
   void raise_requested_exception() const;
+  // The stored error (null when none).
+  std::exception_ptr requested_exception() const;
 
  private:
   struct Worker {

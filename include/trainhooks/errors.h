@@ -69,6 +69,16 @@ class RuntimeError : public Error {
   explicit RuntimeError(const std::string& message) : Error(Code::kFailedPrecondition, message) {}
 };
 
+// A file could not be created, read or written for a reason other than a missing file, a full
+// disk (ResourceExhaustedError) or a refusal (FailedPreconditionError): EIO and the like. The
+// message names the file and the system's error. Not transient: a MonitoredSession never
+// recovers from it by recreating the session (unlike UnavailableError), so a failing disk ends
+// training with the error instead of retrying.
+class FileError : public Error {
+ public:
+  explicit FileError(const std::string& message) : Error(Code::kUnknown, message) {}
+};
+
 // Raised by NanTensorHook (fail_on_nan_loss) when the monitored loss is NaN.
 class NanLossDuringTrainingError : public Error {
  public:

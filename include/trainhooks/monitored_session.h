@@ -1,27 +1,43 @@
-// MonitoredSession, SingularMonitoredSession and MonitoredTrainingSession (TF's).
+// The engine of TF's monitored sessions: MonitoredSession, SingularMonitoredSession, the session
+// creators and StepContext. The training assembly with its default hooks is
+// MonitoredTrainingSession (training_session.h).
 //
 // Construction: every hook's begin(), Graph::finalize(), the session creator makes a Session
-// (the chief initialises or restores the state), every hook's after_create_session().
+// (the chief initialises the state, then restores it when given a restore function), every
+// hook's after_create_session().
 // run(fetches, feeds): every hook's before_run, one combined run (the caller's fetches first,
-// then each hook's), every hook's after_run, in hook order. should_stop() is true once a hook or
-// a step function requested a stop, the Coordinator was told to stop, or an input ran out of
-// data: the run that hit the end of input returns empty results marked end_of_input(), and the
-// loop ends cleanly. A run after that is a RuntimeError. AbortedError and UnavailableError close
-// the session, recreate it and retry the same call (logged). close() is idempotent: end() of every
-// hook on a clean close, then the Coordinator's threads are joined and a stored error re-raised.
-// The destructor closes, skipping end() while an exception unwinds.
+// then each hook's), every hook's after_run, in hook order.
 //
-//   auto sess = th::MonitoredTrainingSession(g, {.hooks = {std::make_shared<MyHook>(loss)}});
+// Stopping. After every run the session combines its reasons to stop (a hook or a step function
+// requested it, the Coordinator was told to stop, an input ran out of data, or a hook raised
+// OutOfRangeError) and hands them to the StopPolicy (stop_policy.h) in one place; should_stop()
+// reports the decision. The run that hit the end of input returns empty results marked
+// end_of_input(), and the loop ends cleanly; a run after a stop is a RuntimeError.
+//
+// Recovery (TF's _RecoverableSession). AbortedError and UnavailableError raised by a run, a hook
+// or stored in the Coordinator by another thread (checked by should_stop() and run()) close the
+// session, make a new Coordinator and session (the chief restores the latest checkpoint) and retry
+// the same call, logging why; a CancelledError or other error whose root cause in the Coordinator
+// is one of those recovers the same way. run_step_fn re-runs the whole step function. Other errors
+// from the Coordinator are raised by the next should_stop() or run(). Recovery is bounded
+// (max_recovery_attempts consecutive attempts, with backoff through the Env's sleeper);
+// SingularMonitoredSession does not recover.
+//
+// close() is idempotent: end() of every hook on a clean close, then the Coordinator's threads are
+// joined and a stored error re-raised. The destructor closes, skipping end() while an exception
+// unwinds, and logs what close() raised.
+//
+//   th::MonitoredSession sess(std::make_unique<th::ChiefSessionCreator>(g), {hook});
 //   while (!sess.should_stop()) sess.run(train_op, {{x, xs}, {y, ys}});
 //
 // Not thread-safe: run from one thread; other threads may use the Coordinator.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
-#include <optional>
-#include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "trainhooks/coordinator.h"
@@ -29,6 +45,7 @@
 #include "trainhooks/graph.h"
 #include "trainhooks/hook.h"
 #include "trainhooks/session.h"
+#include "trainhooks/stop_policy.h"
 
 namespace trainhooks {
 
@@ -41,22 +58,18 @@ class SessionCreator {
   virtual std::unique_ptr<Session> create_session() = 0;
 };
 
-class Saver;
+// Brings a new session's state back, e.g. from the newest checkpoint of a directory
+// (checkpoint/saver.h: restore_latest_checkpoint, restore_checkpoint).
+using RestoreFn = std::function<void(Session& session)>;
 
 struct SessionCreatorOptions {
   Env env;
-  // Chief only: restore the newest checkpoint listed in this directory, if any (a corrupt one
-  // falls back to the previous one; none usable while some are listed is a DataLossError).
-  std::string checkpoint_dir;
-  // Chief only: restore exactly this checkpoint (takes precedence over checkpoint_dir).
-  std::string checkpoint_filename_with_path;
-  // The Saver that restores; null: one made on the graph when needed.
-  std::shared_ptr<Saver> saver;
+  // Chief only: called on every new session after the state is initialised (null: no restore).
+  RestoreFn restore;
 };
 
 // Initialises the graph's state (variables, global step, optimizers, inputs) for each new session,
-// then restores a checkpoint when one is configured and exists, so training continues where it
-// stopped.
+// then calls options.restore, so training continues where it stopped.
 class ChiefSessionCreator : public SessionCreator {
  public:
   explicit ChiefSessionCreator(Graph& graph, SessionCreatorOptions options = {});
@@ -66,7 +79,6 @@ class ChiefSessionCreator : public SessionCreator {
  private:
   Graph& graph_;
   SessionCreatorOptions options_;
-  std::shared_ptr<Saver> saver_;
 };
 
 // A worker's session: the state is not initialised by the worker (the chief's state reaches it
@@ -85,6 +97,14 @@ class WorkerSessionCreator : public SessionCreator {
 struct MonitoredSessionOptions {
   double stop_grace_period_secs = 120;
   Env env;  // null members: Env::system()
+  // Recreate the session and retry on AbortedError / UnavailableError (see above).
+  bool recoverable = true;
+  // Consecutive recoveries without a successful run before the error is raised.
+  int max_recovery_attempts = 10;
+  // The first retry is immediate; later ones wait this long, doubled each time, up to 60 s.
+  double recovery_backoff_secs = 1;
+  // Turns this process's reasons to stop into the decision (null: this process decides alone).
+  std::shared_ptr<StopPolicy> stop_policy;
 };
 
 class MonitoredSession;
@@ -122,21 +142,35 @@ class MonitoredSession {
   void run_into(const Fetches& fetches, const Feeds& feeds, const RunOptions& options,
                 RunMetadata* metadata, RunResults& out);
 
+  // Runs `fn(StepContext&)` once, TF's run_step_fn: an AbortedError reaching it (from fn itself
+  // or from a hook inside run_with_hooks) recovers and runs the whole of fn again.
   template <typename Fn>
   auto run_step_fn(Fn&& fn) -> std::invoke_result_t<Fn, StepContext&> {
+    using Result = std::invoke_result_t<Fn, StepContext&>;
     check_not_stopped();
-    StepContext ctx(*this);
-    if constexpr (std::is_void_v<std::invoke_result_t<Fn, StepContext&>>) {
-      fn(ctx);
-      if (ctx.stop_requested()) stop_requested_ = true;
-    } else {
-      auto result = fn(ctx);
-      if (ctx.stop_requested()) stop_requested_ = true;
-      return result;
+    for (;;) {
+      StepContext ctx(*this);
+      StepScope scope(*this);
+      try {
+        if constexpr (std::is_void_v<Result>) {
+          fn(ctx);
+          finish_step_fn(ctx.stop_requested());
+          return;
+        } else {
+          Result result = fn(ctx);
+          finish_step_fn(ctx.stop_requested());
+          return result;
+        }
+      } catch (...) {
+        scope.release();
+        recover_or_rethrow(std::current_exception());
+      }
     }
   }
 
-  bool should_stop() const;
+  // Whether training should stop. Raises an error another thread stored in the Coordinator, or
+  // recovers from it (Aborted, Unavailable) and returns false.
+  bool should_stop();
   void close();
   bool closed() const { return closed_; }
 
@@ -149,12 +183,40 @@ class MonitoredSession {
 
  private:
   friend class StepContext;
+  // Marks the run_step_fn in progress: runs inside it do not recover (the step function does).
+  class StepScope {
+   public:
+    explicit StepScope(MonitoredSession& s) : s_(&s) { s_->in_step_fn_ = true; }
+    ~StepScope() { release(); }
+    void release() {
+      if (s_) s_->in_step_fn_ = false;
+      s_ = nullptr;
+    }
+
+   private:
+    MonitoredSession* s_;
+  };
+
   void create_session();
-  void check_not_stopped() const;
+  void create_session_recovering();
+  void check_not_stopped();
+  // Raises an error stored in the Coordinator (Aborted/Unavailable ones recover first: false).
+  bool check_coordinator();
+  // Whether `error` (replaced by its root cause in the Coordinator when that is a preemption)
+  // is recovered from here; logs the attempt and backs off. False: the caller rethrows `error`.
+  bool should_recover(std::exception_ptr& error);
+  // Closes the session and clears the Coordinator for a new session.
+  void reset_for_recovery();
+  // Rethrows `error` unless this session recovers from it; then a new session exists on return.
+  void recover_or_rethrow(std::exception_ptr error);
+  void finish_step_fn(bool stop_requested);
+  // The one place where the reasons to stop become the decision.
+  void decide_stop();
   void run_hooked(const Fetches& fetches, const Feeds& feeds, const RunOptions& options,
                   RunMetadata* metadata, RunResults& out);
   void run_once(const Fetches& fetches, const Feeds& feeds, const RunOptions& options,
                 RunMetadata* metadata, RunResults& out);
+  void mark_end_of_input(Graph& g, RunResults& out);
 
   std::unique_ptr<SessionCreator> creator_;
   Hooks hooks_;
@@ -162,9 +224,12 @@ class MonitoredSession {
   Env env_;
   std::unique_ptr<Coordinator> coord_;
   std::unique_ptr<Session> session_;
-  bool stop_requested_ = false;
+  bool stop_requested_ = false;  // by a hook or a step function
   bool end_of_input_ = false;
+  bool stop_decided_ = false;   // what the StopPolicy returned
+  bool in_step_fn_ = false;
   bool closed_ = false;
+  int recovery_attempts_ = 0;  // consecutive, reset by a successful run
   int uncaught_at_construction_;
 
   // Per-run scratch, reused so that a steady loop allocates nothing here.
@@ -184,51 +249,6 @@ class SingularMonitoredSession : public MonitoredSession {
  public:
   explicit SingularMonitoredSession(Graph& graph, Hooks hooks = {},
                                     MonitoredSessionOptions options = {});
-};
-
-struct MonitoredTrainingSessionOptions {
-  bool is_chief = true;
-  // Checkpoints: the chief restores the newest one at creation and after a recovery, and its
-  // CheckpointSaverHook saves `model.ckpt-<step>` here (see hooks/checkpoint_saver_hook.h).
-  std::string checkpoint_dir;
-  Hooks hooks;
-  Hooks chief_only_hooks;
-  // Default 600 seconds when checkpoint_dir is set and save_checkpoint_steps is not.
-  std::optional<double> save_checkpoint_secs;
-  std::optional<int64_t> save_checkpoint_steps;
-  // Summaries of the graph (summary_ops.h) written to summary_dir; default 100 steps when neither
-  // is given; 0 disables them.
-  std::optional<int64_t> save_summaries_steps;
-  std::optional<double> save_summaries_secs;
-  // Every this many steps the chief logs `global_step/sec: X`; 0 disables it.
-  int64_t log_step_count_steps = 100;
-  double stop_grace_period_secs = 120;
-  double max_wait_secs = 7200;
-  // Event files (SummarySaverHook, StepCounterHook's global_step/sec); empty: checkpoint_dir.
-  std::string summary_dir;
-  std::optional<int> max_to_keep;
-  std::optional<double> keep_checkpoint_every_n_hours;
-  // Write checkpoints on a background thread (CheckpointSaverHookOptions::async_save).
-  bool async_checkpoints = false;
-  // A PreemptionHook (hooks/preemption_hook.h), first of all hooks, on the chief and the workers:
-  // SIGTERM or SIGINT stops training after the current step, and the chief's final checkpoint is
-  // written when the session closes. Not added when `hooks` (or the chief's chief_only_hooks)
-  // already hold one. false leaves the signals to the program.
-  bool handle_preemption_signals = true;
-  Env env;
-};
-
-// TF's MonitoredTrainingSession: the chief adds the default hooks in TF's order
-// (chief_only_hooks, StepCounterHook, SummarySaverHook, CheckpointSaverHook, then hooks);
-// a worker runs only `hooks`. Both put a PreemptionHook first unless handle_preemption_signals
-// is false.
-class MonitoredTrainingSession : public MonitoredSession {
- public:
-  MonitoredTrainingSession(Graph& graph, MonitoredTrainingSessionOptions options = {});
-
- private:
-  MonitoredTrainingSession(Graph& graph, const MonitoredTrainingSessionOptions& options,
-                           std::shared_ptr<Saver> saver);
 };
 
 }  // namespace trainhooks

@@ -63,15 +63,14 @@ std::vector<char> read_file(const std::string& path) {
     int err = errno;
     if (err == ENOENT)
       throw NotFoundError(fmt::format("Checkpoint file '{}' does not exist", path));
-    throw UnavailableError(
-        fmt::format("Cannot open checkpoint file '{}': {}", path, std::strerror(err)));
+    throw FileError(fmt::format("Cannot open checkpoint file '{}': {}", path, std::strerror(err)));
   }
   in.seekg(0, std::ios::end);
   auto size = static_cast<size_t>(in.tellg());
   in.seekg(0, std::ios::beg);
   std::vector<char> bytes(size);
   if (size > 0 && !in.read(bytes.data(), static_cast<std::streamsize>(size))) {
-    throw UnavailableError(fmt::format("Cannot read checkpoint file '{}'", path));
+    throw FileError(fmt::format("Cannot read checkpoint file '{}'", path));
   }
   return bytes;
 }

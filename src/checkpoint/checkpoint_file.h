@@ -66,7 +66,7 @@ std::vector<char> pickle_bytes(const c10::IValue& value);
 
 // Reads and verifies both files of the checkpoint at `path`. Throws NotFoundError, DataLossError
 // (corrupt or truncated: the fallback-worthy cases), FailedPreconditionError (a newer format) or
-// UnavailableError (I/O), each naming the file.
+// FileError (I/O), each naming the file.
 CheckpointContents decode_checkpoint(const std::string& path);
 
 // `t` on the host without autograd: itself (detached) when on the CPU and not `copy`, else a copy.

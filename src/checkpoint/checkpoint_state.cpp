@@ -285,9 +285,9 @@ std::optional<CheckpointState> get_checkpoint_state(const std::string& checkpoin
   std::error_code ec;
   if (!fs::exists(file, ec)) return std::nullopt;
   std::ifstream in(file, std::ios::binary);
-  if (!in) throw UnavailableError(fmt::format("Cannot open the checkpoint state '{}'", file));
+  if (!in) throw FileError(fmt::format("Cannot open the checkpoint state '{}'", file));
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw UnavailableError(fmt::format("Cannot read the checkpoint state '{}'", file));
+  if (in.bad()) throw FileError(fmt::format("Cannot read the checkpoint state '{}'", file));
   CheckpointState state = parse_checkpoint_state(text, file);
   const fs::path dir(checkpoint_dir);
   auto resolve = [&](std::string& p) {

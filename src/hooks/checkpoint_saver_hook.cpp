@@ -146,14 +146,14 @@ void CheckpointSaverHook::begin() {
   std::error_code ec;
   fs::create_directories(checkpoint_dir_, ec);
   if (ec || !fs::is_directory(checkpoint_dir_)) {
-    throw UnavailableError(fmt::format("CheckpointSaverHook: cannot create checkpoint_dir '{}': {}",
+    throw FileError(fmt::format("CheckpointSaverHook: cannot create checkpoint_dir '{}': {}",
                                        checkpoint_dir_, ec ? ec.message() : "not a directory"));
   }
   try {
     writer_ = summary::EventWriter::for_logdir(checkpoint_dir_);
   } catch (const std::exception& e) {
-    throw UnavailableError(fmt::format(
-        "CheckpointSaverHook: cannot open the event file in '{}': {}", checkpoint_dir_, e.what()));
+    throw FileError(fmt::format("CheckpointSaverHook: cannot open the event file in '{}': {}", checkpoint_dir_,
+                                e.what()));
   }
   timer_.set_clock(env().clock);
   timer_.reset();

@@ -130,7 +130,7 @@ void EventWriter::Impl::open_file() {
   std::error_code ec;
   std::filesystem::create_directories(logdir, ec);
   if (ec) {
-    throw UnavailableError(
+    throw FileError(
         fmt::format("Cannot create log directory {}: {}", logdir.string(), ec.message()));
   }
   const double wall_time = now();
@@ -143,7 +143,7 @@ void EventWriter::Impl::open_file() {
     fd = ::open(candidate.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd >= 0) break;
     if (errno != EEXIST) {
-      throw UnavailableError(
+      throw FileError(
           fmt::format("Cannot create event file {}: {}", candidate.string(), std::strerror(errno)));
     }
     candidate = logdir / fmt::format("{}.{}", base, n);

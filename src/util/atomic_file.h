@@ -5,7 +5,8 @@
 // Errors are trainhooks errors naming the path and the failing system call: NotFoundError (a
 // missing directory), ResourceExhaustedError (a full disk or quota), FailedPreconditionError (a
 // refusal a retry will not change: a directory in the way, permissions, a read-only file system)
-// and UnavailableError (other I/O errors).
+// and FileError (other I/O errors). None of them is an UnavailableError: a MonitoredSession does
+// not recover from a failing file system by recreating the session.
 #pragma once
 
 #include <cstdint>

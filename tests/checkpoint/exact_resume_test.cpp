@@ -17,7 +17,7 @@
 #include "test_util.h"
 #include "tools/checkpoint_model.h"
 #include "trainhooks/hooks/stop_at_step_hook.h"
-#include "trainhooks/monitored_session.h"
+#include "trainhooks/training_session.h"
 
 namespace th = trainhooks;
 using ::testing::Contains;

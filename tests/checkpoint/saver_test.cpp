@@ -4,6 +4,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <torch/nn/modules/linear.h>
+#include <torch/optim/optimizer.h>
+#include <torch/serialize.h>
 #include <unistd.h>
 
 #include <algorithm>

@@ -1,6 +1,7 @@
 #include "trainhooks/hooks/checkpoint_saver_hook.h"
 
 #include <ATen/ATen.h>
+#include <torch/types.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -19,6 +20,7 @@
 #include "trainhooks/errors.h"
 #include "trainhooks/summary/event_reader.h"
 #include "trainhooks/summary/event_writer.h"
+#include "trainhooks/training_session.h"
 
 namespace th = trainhooks;
 namespace fs = std::filesystem;

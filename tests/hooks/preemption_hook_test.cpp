@@ -13,7 +13,7 @@
 #include "test_util.h"
 #include "trainhooks/checkpoint/saver.h"
 #include "trainhooks/errors.h"
-#include "trainhooks/monitored_session.h"
+#include "trainhooks/training_session.h"
 #include "trainhooks/preemption.h"
 
 namespace th = trainhooks;

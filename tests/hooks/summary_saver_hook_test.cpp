@@ -8,7 +8,7 @@
 #include "test_util.h"
 #include "trainhooks/errors.h"
 #include "trainhooks/hooks/step_counter_hook.h"
-#include "trainhooks/monitored_session.h"
+#include "trainhooks/training_session.h"
 #include "trainhooks/summary/event_reader.h"
 #include "trainhooks/summary/event_writer.h"
 #include "trainhooks/summary_ops.h"

@@ -112,8 +112,8 @@ TEST_F(EventWriterTest, UncreatableLogdirThrowsNamingIt) {
   testing::write_bytes(dir_.path() / "file", "x");
   try {
     EventWriter writer(dir_.path() / "file" / "sub", fakes_.options());
-    FAIL() << "expected UnavailableError";
-  } catch (const trainhooks::UnavailableError& e) {
+    FAIL() << "expected FileError";
+  } catch (const trainhooks::FileError& e) {
     EXPECT_NE(std::string(e.what()).find((dir_.path() / "file" / "sub").string()),
               std::string::npos)
         << e.what();

@@ -22,7 +22,7 @@
 #include "tools/checkpoint_model.h"
 #include "trainhooks/hooks/preemption_hook.h"
 #include "trainhooks/hooks/stop_at_step_hook.h"
-#include "trainhooks/monitored_session.h"
+#include "trainhooks/training_session.h"
 
 namespace th = trainhooks;
 

@@ -6,7 +6,7 @@
 // both pickles and the fields of the training state. It then holds everything in host memory,
 // so the accessors do no I/O. Errors, each naming the file: NotFoundError (a missing file),
 // DataLossError (a corrupt or truncated one), FailedPreconditionError (a newer format),
-// UnavailableError (I/O).
+// FileError (I/O).
 //
 //   th::CheckpointReader reader("runs/exp1/model.ckpt-1200");
 //   for (const auto& [name, shape] : reader.variable_to_shape_map()) ...

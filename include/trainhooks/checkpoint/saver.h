@@ -28,6 +28,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -162,5 +163,11 @@ class Saver {
   mutable std::mutex mu_;
   std::mutex write_mu_;  // one write() at a time
 };
+
+// Restore functions for a chief's session creator (SessionCreatorOptions::restore): the newest
+// usable checkpoint of `checkpoint_dir` (nothing when none is listed; see restore_latest), or
+// exactly the checkpoint at `path`.
+std::function<void(Session&)> restore_latest_checkpoint(std::shared_ptr<Saver> saver, std::string checkpoint_dir);
+std::function<void(Session&)> restore_checkpoint(std::shared_ptr<Saver> saver, std::string path);
 
 }  // namespace trainhooks

@@ -53,7 +53,7 @@ struct EventWriterOptions {
 
 class EventWriter {
  public:
-  // Throws InvalidArgument for bad options and UnavailableError (naming the path) when
+  // Throws InvalidArgument for bad options and FileError (naming the path) when
   // the directory or the file cannot be created.
   explicit EventWriter(std::filesystem::path logdir, EventWriterOptions options = {});
   ~EventWriter();  // close()

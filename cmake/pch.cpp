@@ -1,1 +1,0 @@
-// Anchor translation unit for the shared precompiled header.

@@ -1,0 +1,96 @@
+// MonitoredTrainingSession (TF's): a MonitoredSession assembled for training, with the default
+// hooks and checkpoint restore of TF's function of the same name.
+//
+// The chief (is_chief, the default) restores the newest checkpoint of checkpoint_dir at creation
+// and after every recovery, and runs, in TF's order: chief_only_hooks, StepCounterHook,
+// SummarySaverHook, CheckpointSaverHook, then `hooks`. A worker restores nothing and runs only
+// `hooks`. Both put a PreemptionHook first unless handle_preemption_signals is false.
+// Which default hooks run, and with which periods, is decided once by
+// resolve_training_options(), which a program can call to see what it gets.
+//
+//   auto sess = th::MonitoredTrainingSession(g, {.checkpoint_dir = "runs/exp1",
+//                                                .hooks = {std::make_shared<MyHook>(loss)}});
+//   while (!sess.should_stop()) sess.run(train_op, {{x, xs}, {y, ys}});
+//
+// The engine's contract (hook order within a run, stopping, recovery, close) is
+// monitored_session.h's.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "trainhooks/env.h"
+#include "trainhooks/monitored_session.h"
+
+namespace trainhooks {
+
+class Graph;
+
+struct MonitoredTrainingSessionOptions {
+  bool is_chief = true;
+  // Checkpoints: the chief restores the newest one at creation and after a recovery, and its
+  // CheckpointSaverHook saves `model.ckpt-<step>` here (see hooks/checkpoint_saver_hook.h).
+  std::string checkpoint_dir;
+  Hooks hooks;
+  Hooks chief_only_hooks;
+  // Default 600 seconds when checkpoint_dir is set and save_checkpoint_steps is not.
+  std::optional<double> save_checkpoint_secs;
+  std::optional<int64_t> save_checkpoint_steps;
+  // Summaries of the graph (summary/ops.h) written to summary_dir; default 100 steps when neither
+  // is given; 0 disables them.
+  std::optional<int64_t> save_summaries_steps;
+  std::optional<double> save_summaries_secs;
+  // Every this many steps the chief logs `global_step/sec: X`; 0 disables it.
+  int64_t log_step_count_steps = 100;
+  double stop_grace_period_secs = 120;
+  double max_wait_secs = 7200;
+  // Event files (SummarySaverHook, StepCounterHook's global_step/sec); empty: checkpoint_dir.
+  std::string summary_dir;
+  std::optional<int> max_to_keep;
+  std::optional<double> keep_checkpoint_every_n_hours;
+  // Write checkpoints on a background thread (CheckpointSaverHookOptions::async_save).
+  bool async_checkpoints = false;
+  // A PreemptionHook (hooks/preemption_hook.h), first of all hooks, on the chief and the workers:
+  // SIGTERM or SIGINT stops training after the current step, and the chief's final checkpoint is
+  // written when the session closes. Not added when `hooks` (or the chief's chief_only_hooks)
+  // already hold one. false leaves the signals to the program.
+  bool handle_preemption_signals = true;
+  Env env;
+  // Passed to the engine (monitored_session.h): recovery bounds and the stop policy.
+  int max_recovery_attempts = 10;
+  std::shared_ptr<StopPolicy> stop_policy;
+};
+
+// The options with every default that depends on other options filled in: what
+// MonitoredTrainingSession builds. Validates first (InvalidArgument naming the option; TF's text
+// for both of two exclusive options).
+struct ResolvedTrainingOptions {
+  bool is_chief = true;
+  std::string checkpoint_dir;  // "" : no restore, no CheckpointSaverHook
+  std::string summary_dir;     // "" : no event files
+  // StepCounterHook every this many steps (chief; 0: none).
+  int64_t log_step_count_steps = 0;
+  // SummarySaverHook (chief, with a summary_dir): at most one of the two is set; neither: none.
+  std::optional<int64_t> save_summaries_steps;
+  std::optional<double> save_summaries_secs;
+  // CheckpointSaverHook (chief, with a checkpoint_dir): at most one is set; neither: none.
+  std::optional<int64_t> save_checkpoint_steps;
+  std::optional<double> save_checkpoint_secs;
+  // A PreemptionHook is put first.
+  bool add_preemption_hook = false;
+};
+ResolvedTrainingOptions resolve_training_options(const MonitoredTrainingSessionOptions& options);
+
+class MonitoredTrainingSession : public MonitoredSession {
+ public:
+  MonitoredTrainingSession(Graph& graph, MonitoredTrainingSessionOptions options = {});
+
+ private:
+  struct Parts;  // the creator, hooks and engine options, built together (training_session.cpp)
+  explicit MonitoredTrainingSession(Parts parts);
+  static Parts assemble(Graph& graph, const MonitoredTrainingSessionOptions& options);
+};
+
+}  // namespace trainhooks

@@ -1,0 +1,335 @@
+// Recovery and stopping of the monitored session engine, case by case as TF's
+// monitored_session_test.py has them.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "test_util.h"
+#include "trainhooks/coordinator.h"
+#include "trainhooks/errors.h"
+#include "trainhooks/monitored_session.h"
+#include "trainhooks/stop_policy.h"
+
+namespace th = trainhooks;
+
+namespace {
+
+const std::string kRecovering =
+    "An error was raised. This may be due to a preemption in a connected worker or parameter server. "
+    "The current session will be closed and a new session will be created. Error: ";
+
+// Counts the callbacks; before_run/after_run run the given actions (which may throw).
+struct ScriptedHook : th::SessionRunHook {
+  int begins = 0, creations = 0, before_runs = 0, after_runs = 0, ends = 0;
+  std::function<void(ScriptedHook&)> on_before_run, on_after_run;
+  th::Coordinator* coord = nullptr;
+  void begin() override { ++begins; }
+  void after_create_session(th::Session&, th::Coordinator& c) override {
+    ++creations;
+    coord = &c;
+  }
+  th::SessionRunArgs before_run(th::SessionRunContext&) override {
+    ++before_runs;
+    if (on_before_run) on_before_run(*this);
+    return {};
+  }
+  void after_run(th::SessionRunContext&, const th::SessionRunValues&) override {
+    ++after_runs;
+    if (on_after_run) on_after_run(*this);
+  }
+  void end(th::Session&) override { ++ends; }
+};
+
+struct Fixture {
+  th::testing::TinyModel m;
+  th::testing::FakeEnv fake;
+  std::shared_ptr<ScriptedHook> hook = std::make_shared<ScriptedHook>();
+
+  std::unique_ptr<th::MonitoredSession> session(th::MonitoredSessionOptions options = {}) {
+    options.env = fake.env();
+    return std::make_unique<th::MonitoredSession>(
+        std::make_unique<th::ChiefSessionCreator>(m.g, th::SessionCreatorOptions{.env = fake.env()}),
+        th::Hooks{hook}, options);
+  }
+  int64_t step() const { return m.g.global_step_value(); }
+};
+
+TEST(MonitoredSessionRecoveryTest, OutOfRangeFromBeforeRunEndsTrainingCleanly) {
+  Fixture f;
+  int calls = 0;
+  f.hook->on_before_run = [&](ScriptedHook&) {
+    if (++calls == 3) throw th::OutOfRangeError("no more files");
+  };
+  auto sess = f.session();
+  sess->run(f.m.train, f.m.feed());
+  sess->run(f.m.train, f.m.feed());
+  EXPECT_FALSE(sess->should_stop());
+  th::RunResults r = sess->run(f.m.train, f.m.feed());
+  EXPECT_TRUE(r.end_of_input());
+  EXPECT_TRUE(sess->should_stop());
+  EXPECT_EQ(f.step(), 2);  // the third step did not run
+  EXPECT_NO_THROW(sess->close());
+  EXPECT_EQ(f.hook->ends, 1);
+  EXPECT_EQ(f.fake.log->messages(), (std::vector<std::string>{"Reached the end of input; stopping: no more files"}));
+}
+
+TEST(MonitoredSessionRecoveryTest, OutOfRangeFromAfterRunEndsTrainingCleanly) {
+  Fixture f;
+  f.hook->on_after_run = [](ScriptedHook&) { throw th::OutOfRangeError("epoch limit"); };
+  auto sess = f.session();
+  th::RunResults r = sess->run(f.m.train, f.m.feed());
+  EXPECT_TRUE(r.end_of_input());
+  EXPECT_TRUE(sess->should_stop());
+  EXPECT_EQ(f.step(), 1);  // the step itself ran
+  EXPECT_THROW(sess->run(f.m.train, f.m.feed()), th::RuntimeError);
+  sess->close();
+  EXPECT_EQ(f.hook->ends, 1);
+}
+
+class CoordinatorPreemptionTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(CoordinatorPreemptionTest, PreemptionStoredInTheCoordinatorRecovers) {
+  Fixture f;
+  auto sess = f.session();
+  sess->run(f.m.train, f.m.feed());
+  EXPECT_EQ(f.hook->creations, 1);
+  // Another thread reports a lost peer through the Coordinator.
+  std::exception_ptr error = GetParam() == 0 ? std::make_exception_ptr(th::AbortedError("peer aborted"))
+                                             : std::make_exception_ptr(th::UnavailableError("peer unreachable"));
+  sess->coordinator().start_thread("peer", [error] { std::rethrow_exception(error); });
+  sess->coordinator().wait_for_stop(10);
+  EXPECT_FALSE(sess->should_stop());
+  EXPECT_EQ(f.hook->creations, 2);  // a new session
+  EXPECT_FALSE(sess->coordinator().should_stop());
+  sess->run(f.m.train, f.m.feed());
+  EXPECT_EQ(f.hook->after_runs, 2);
+  sess->close();
+  EXPECT_EQ(f.fake.log->messages().size(), 1u);
+  EXPECT_EQ(f.fake.log->messages()[0].rfind(kRecovering, 0), 0u) << f.fake.log->messages()[0];
+}
+
+INSTANTIATE_TEST_SUITE_P(AbortedAndUnavailable, CoordinatorPreemptionTest, ::testing::Values(0, 1));
+
+TEST(MonitoredSessionRecoveryTest, PreemptionInTheCoordinatorIsRecoveredFromTheNextRun) {
+  Fixture f;
+  auto sess = f.session();
+  sess->coordinator().request_stop(std::make_exception_ptr(th::AbortedError("peer aborted")));
+  th::RunResults r = sess->run(f.m.train, f.m.feed());
+  EXPECT_FALSE(r.end_of_input());
+  EXPECT_EQ(f.hook->creations, 2);
+  EXPECT_EQ(f.step(), 1);
+}
+
+TEST(MonitoredSessionRecoveryTest, CancelledWhoseRootCauseInTheCoordinatorIsAbortedRecovers) {
+  Fixture f;
+  int calls = 0;
+  f.hook->on_before_run = [&](ScriptedHook& h) {
+    if (++calls == 1) {
+      // The peer's failure is recorded first; this thread then sees only a cancelled queue.
+      h.coord->request_stop(std::make_exception_ptr(th::AbortedError("peer aborted")));
+      throw th::CancelledError("queue closed");
+    }
+  };
+  auto sess = f.session();
+  EXPECT_NO_THROW(sess->run(f.m.train, f.m.feed()));
+  EXPECT_EQ(f.hook->creations, 2);
+  EXPECT_EQ(f.step(), 1);
+  EXPECT_EQ(f.fake.log->messages(), (std::vector<std::string>{kRecovering + "peer aborted"}));
+}
+
+TEST(MonitoredSessionRecoveryTest, CancelledWithAnotherRootCausePropagates) {
+  Fixture f;
+  f.hook->on_before_run = [](ScriptedHook& h) {
+    h.coord->request_stop(std::make_exception_ptr(th::InternalError("bug")));
+    throw th::CancelledError("queue closed");
+  };
+  auto sess = f.session();
+  EXPECT_EQ(th::testing::error_message<th::CancelledError>([&] { sess->run(f.m.train, f.m.feed()); }),
+            "queue closed");
+  EXPECT_EQ(f.hook->creations, 1);
+}
+
+// Fails the first `failures` creations with AbortedError.
+struct FlakyCreator : th::SessionCreator {
+  th::ChiefSessionCreator inner;
+  int failures;
+  int calls = 0;
+  FlakyCreator(th::Graph& g, int n) : inner(g), failures(n) {}
+  th::Graph& graph() override { return inner.graph(); }
+  std::unique_ptr<th::Session> create_session() override {
+    if (++calls <= failures) throw th::AbortedError("master not ready");
+    return inner.create_session();
+  }
+};
+
+TEST(MonitoredSessionRecoveryTest, AbortedWhileCreatingTheFirstSessionIsRetried) {
+  th::testing::TinyModel m;
+  th::testing::FakeEnv fake;
+  auto creator = std::make_unique<FlakyCreator>(m.g, 2);
+  FlakyCreator* raw = creator.get();
+  th::MonitoredSession sess(std::move(creator), {}, {.env = fake.env()});
+  EXPECT_EQ(raw->calls, 3);
+  sess.run(m.train, m.feed());
+  EXPECT_EQ(m.g.global_step_value(), 1);
+  EXPECT_EQ(fake.log->messages(), (std::vector<std::string>{kRecovering + "master not ready",
+                                                            kRecovering + "master not ready"}));
+  // The second retry waited recovery_backoff_secs, through the Env's sleeper.
+  EXPECT_EQ(fake.sleeper->sleeps(), (std::vector<double>{1.0}));
+}
+
+TEST(MonitoredSessionRecoveryTest, RecoveryIsBoundedWithBackoff) {
+  Fixture f;
+  f.hook->on_before_run = [](ScriptedHook&) { throw th::AbortedError("always"); };
+  auto sess = f.session({.max_recovery_attempts = 4, .recovery_backoff_secs = 0.5});
+  EXPECT_EQ(th::testing::error_message<th::AbortedError>([&] { sess->run(f.m.train, f.m.feed()); }), "always");
+  EXPECT_EQ(f.hook->creations, 5);  // the first session and 4 recoveries
+  EXPECT_EQ(f.fake.sleeper->sleeps(), (std::vector<double>{0.5, 1.0, 2.0}));
+  auto errors = f.fake.log->messages(th::LogLevel::kError);
+  EXPECT_EQ(errors, (std::vector<std::string>{"Giving up after 4 consecutive attempts to recover the session. Error: always"}));
+}
+
+TEST(MonitoredSessionRecoveryTest, SuccessfulRunResetsTheRecoveryCount) {
+  Fixture f;
+  int calls = 0;
+  f.hook->on_before_run = [&](ScriptedHook&) {
+    if (++calls % 2 == 1) throw th::AbortedError("every other run");
+  };
+  auto sess = f.session({.max_recovery_attempts = 1});
+  for (int i = 0; i < 5; ++i) sess->run(f.m.train, f.m.feed());
+  EXPECT_EQ(f.hook->after_runs, 5);
+  EXPECT_EQ(f.hook->creations, 6);
+  EXPECT_TRUE(f.fake.sleeper->sleeps().empty());
+}
+
+TEST(MonitoredSessionRecoveryTest, FileErrorsAreNeverRetried) {
+  Fixture f;
+  f.hook->on_after_run = [](ScriptedHook&) { throw th::FileError("Cannot write 'ckpt/model.ckpt-1': Input/output error"); };
+  auto sess = f.session();
+  EXPECT_THROW(sess->run(f.m.train, f.m.feed()), th::FileError);
+  EXPECT_EQ(f.hook->creations, 1);
+  EXPECT_TRUE(f.fake.log->messages().empty());
+}
+
+TEST(MonitoredSessionRecoveryTest, RunStepFnRerunsTheWholeStepFunctionOnAborted) {
+  Fixture f;
+  auto sess = f.session();
+  int side_effects = 0;
+  int value = sess->run_step_fn([&](th::StepContext& ctx) {
+    ++side_effects;
+    ctx.run_with_hooks(f.m.train, f.m.feed());
+    if (side_effects == 1) throw th::AbortedError("preempted inside the step");
+    return 7;
+  });
+  EXPECT_EQ(value, 7);
+  EXPECT_EQ(side_effects, 2);
+  EXPECT_EQ(f.hook->creations, 2);
+  // The new session's chief initialised the state again (no checkpoint to restore): one step.
+  EXPECT_EQ(f.step(), 1);
+}
+
+TEST(MonitoredSessionRecoveryTest, RunStepFnRerunsWhenAHookInsideRunWithHooksAborts) {
+  Fixture f;
+  int calls = 0;
+  f.hook->on_before_run = [&](ScriptedHook&) {
+    if (++calls == 2) throw th::AbortedError("hook aborted");
+  };
+  auto sess = f.session();
+  int side_effects = 0;
+  sess->run_step_fn([&](th::StepContext& ctx) {
+    ++side_effects;
+    ctx.run_with_hooks(f.m.train, f.m.feed());
+    ctx.run_with_hooks(f.m.train, f.m.feed());
+  });
+  // First attempt: run 1 fine, run 2 aborted inside the hook (not retried there); second attempt:
+  // both runs.
+  EXPECT_EQ(side_effects, 2);
+  EXPECT_EQ(f.hook->before_runs, 4);
+  EXPECT_EQ(f.hook->after_runs, 3);
+  EXPECT_EQ(f.hook->creations, 2);
+}
+
+TEST(MonitoredSessionRecoveryTest, SingularMonitoredSessionDoesNotRecover) {
+  th::testing::TinyModel m;
+  th::testing::FakeEnv fake;
+  auto hook = std::make_shared<ScriptedHook>();
+  hook->on_before_run = [](ScriptedHook&) { throw th::AbortedError("Abort"); };
+  th::SingularMonitoredSession sess(m.g, {hook}, {.env = fake.env()});
+  EXPECT_THROW(sess.run(m.train, m.feed()), th::AbortedError);
+  EXPECT_EQ(hook->creations, 1);
+  sess.coordinator().request_stop(std::make_exception_ptr(th::UnavailableError("gone")));
+  EXPECT_THROW(sess.should_stop(), th::UnavailableError);
+}
+
+TEST(MonitoredSessionRecoveryTest, CoordinatorErrorFromAnotherThreadIsRaisedByTheNextRun) {
+  Fixture f;
+  auto sess = f.session({.stop_grace_period_secs = 5});
+  sess->run(f.m.train, f.m.feed());
+  sess->coordinator().start_thread("writer", [] { throw th::ResourceExhaustedError("disk full"); });
+  sess->coordinator().wait_for_stop(10);
+  EXPECT_EQ(th::testing::error_message<th::ResourceExhaustedError>([&] { sess->run(f.m.train, f.m.feed()); }),
+            "disk full");
+  EXPECT_EQ(f.step(), 1);
+}
+
+// Records what it was asked and answers as told.
+struct ScriptedPolicy : th::StopPolicy {
+  std::vector<bool> asked;
+  std::function<bool(bool)> answer = [](bool local) { return local; };
+  bool decide(bool local_stop) override {
+    asked.push_back(local_stop);
+    return answer(local_stop);
+  }
+};
+
+TEST(MonitoredSessionStopTest, EveryDecisionGoesThroughTheStopPolicyOncePerRun) {
+  Fixture f;
+  auto policy = std::make_shared<ScriptedPolicy>();
+  int runs = 0;
+  // Another process wants to stop after the third run; this one never does.
+  policy->answer = [&](bool local) { return local || runs == 3; };
+  f.hook->on_after_run = [&](ScriptedHook&) { ++runs; };
+  auto sess = f.session({.stop_policy = policy});
+  while (!sess->should_stop()) sess->run(f.m.train, f.m.feed());
+  EXPECT_EQ(f.step(), 3);
+  // One decision after the session was created, then one per run.
+  EXPECT_EQ(policy->asked, (std::vector<bool>{false, false, false, false}));
+}
+
+TEST(MonitoredSessionStopTest, HookRequestEndOfInputAndCoordinatorAllReachThePolicy) {
+  Fixture f;
+  auto policy = std::make_shared<ScriptedPolicy>();
+  policy->answer = [](bool) { return false; };  // the others keep going: so does this process
+  f.hook->on_after_run = [](ScriptedHook& h) {
+    if (h.after_runs == 2) h.coord->request_stop();
+  };
+  auto sess = f.session({.stop_policy = policy});
+  sess->run(f.m.train, f.m.feed());
+  sess->run(f.m.train, f.m.feed());
+  // With a policy, the Coordinator's stop counts only through the agreed decision.
+  EXPECT_FALSE(sess->should_stop());
+  EXPECT_EQ(policy->asked, (std::vector<bool>{false, false, true}));
+}
+
+TEST(MonitoredSessionStopTest, WithoutAPolicyACoordinatorStopIsSeenAtOnce) {
+  Fixture f;
+  auto sess = f.session();
+  sess->run(f.m.train, f.m.feed());
+  sess->coordinator().request_stop();
+  EXPECT_TRUE(sess->should_stop());
+  EXPECT_THROW(sess->run(f.m.train, f.m.feed()), th::RuntimeError);
+}
+
+TEST(MonitoredSessionStopTest, InvalidRecoveryOptionsAreRejected) {
+  Fixture f;
+  EXPECT_EQ(th::testing::error_message<th::InvalidArgument>([&] { f.session({.max_recovery_attempts = -1}); }),
+            "MonitoredSession: invalid max_recovery_attempts -1");
+  EXPECT_EQ(th::testing::error_message<th::InvalidArgument>([&] { f.session({.recovery_backoff_secs = -2}); }),
+            "MonitoredSession: invalid recovery_backoff_secs -2");
+}
+
+}  // namespace
