@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "summary/crc32c.h"
+#include "util/crc32c.h"
 #include "summary/event_encoding.h"
 #include "trainhooks/summary/event_writer.h"
 #include "trainhooks/summary/summary.h"
@@ -108,7 +108,7 @@ void BM_EncodeScalarEvent(benchmark::State& state) {
 BENCHMARK(BM_EncodeScalarEvent);
 
 void BM_Crc32c(benchmark::State& state) {
-  namespace crc32c = trainhooks::summary::crc32c;
+  namespace crc32c = trainhooks::crc32c;
   if (state.range(1) == 1 && !crc32c::has_hardware()) {
     state.SkipWithError("no SSE4.2");
     return;

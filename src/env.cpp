@@ -40,58 +40,6 @@ void StderrLogSink::log(LogLevel level, std::string_view message) {
   std::fwrite(line.data(), 1, line.size(), stderr);
 }
 
-double FakeClock::wall_seconds() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return wall_;
-}
-
-double FakeClock::steady_seconds() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return steady_;
-}
-
-void FakeClock::advance(double seconds) {
-  std::lock_guard<std::mutex> lock(mu_);
-  wall_ += seconds;
-  steady_ += seconds;
-}
-
-void FakeSleeper::sleep_for(double seconds) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    sleeps_.push_back(seconds);
-  }
-  if (clock_) clock_->advance(seconds);
-}
-
-std::vector<double> FakeSleeper::sleeps() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return sleeps_;
-}
-
-void CapturingLogSink::log(LogLevel level, std::string_view message) {
-  std::lock_guard<std::mutex> lock(mu_);
-  entries_.push_back({level, std::string(message)});
-}
-
-std::vector<CapturingLogSink::Entry> CapturingLogSink::entries() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return entries_;
-}
-
-std::vector<std::string> CapturingLogSink::messages(LogLevel level) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::vector<std::string> out;
-  for (const auto& e : entries_)
-    if (e.level == level) out.push_back(e.message);
-  return out;
-}
-
-void CapturingLogSink::clear() {
-  std::lock_guard<std::mutex> lock(mu_);
-  entries_.clear();
-}
-
 const Env& Env::system() {
   static const Env env{std::make_shared<SystemClock>(), std::make_shared<SystemSleeper>(),
                        std::make_shared<StderrLogSink>()};

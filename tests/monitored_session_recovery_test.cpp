@@ -20,7 +20,8 @@ namespace th = trainhooks;
 namespace {
 
 const std::string kRecovering =
-    "An error was raised. This may be due to a preemption in a connected worker or parameter server. "
+    "An error was raised. This may be due to a preemption in a connected worker or parameter "
+    "server. "
     "The current session will be closed and a new session will be created. Error: ";
 
 // Counts the callbacks; before_run/after_run run the given actions (which may throw).
@@ -53,7 +54,8 @@ struct Fixture {
   std::unique_ptr<th::MonitoredSession> session(th::MonitoredSessionOptions options = {}) {
     options.env = fake.env();
     return std::make_unique<th::MonitoredSession>(
-        std::make_unique<th::ChiefSessionCreator>(m.g, th::SessionCreatorOptions{.env = fake.env()}),
+        std::make_unique<th::ChiefSessionCreator>(m.g,
+                                                  th::SessionCreatorOptions{.env = fake.env()}),
         th::Hooks{hook}, options);
   }
   int64_t step() const { return m.g.global_step_value(); }
@@ -75,7 +77,8 @@ TEST(MonitoredSessionRecoveryTest, OutOfRangeFromBeforeRunEndsTrainingCleanly) {
   EXPECT_EQ(f.step(), 2);  // the third step did not run
   EXPECT_NO_THROW(sess->close());
   EXPECT_EQ(f.hook->ends, 1);
-  EXPECT_EQ(f.fake.log->messages(), (std::vector<std::string>{"Reached the end of input; stopping: no more files"}));
+  EXPECT_EQ(f.fake.log->messages(),
+            (std::vector<std::string>{"Reached the end of input; stopping: no more files"}));
 }
 
 TEST(MonitoredSessionRecoveryTest, OutOfRangeFromAfterRunEndsTrainingCleanly) {
@@ -99,8 +102,9 @@ TEST_P(CoordinatorPreemptionTest, PreemptionStoredInTheCoordinatorRecovers) {
   sess->run(f.m.train, f.m.feed());
   EXPECT_EQ(f.hook->creations, 1);
   // Another thread reports a lost peer through the Coordinator.
-  std::exception_ptr error = GetParam() == 0 ? std::make_exception_ptr(th::AbortedError("peer aborted"))
-                                             : std::make_exception_ptr(th::UnavailableError("peer unreachable"));
+  std::exception_ptr error =
+      GetParam() == 0 ? std::make_exception_ptr(th::AbortedError("peer aborted"))
+                      : std::make_exception_ptr(th::UnavailableError("peer unreachable"));
   sess->coordinator().start_thread("peer", [error] { std::rethrow_exception(error); });
   sess->coordinator().wait_for_stop(10);
   EXPECT_FALSE(sess->should_stop());
@@ -149,8 +153,9 @@ TEST(MonitoredSessionRecoveryTest, CancelledWithAnotherRootCausePropagates) {
     throw th::CancelledError("queue closed");
   };
   auto sess = f.session();
-  EXPECT_EQ(th::testing::error_message<th::CancelledError>([&] { sess->run(f.m.train, f.m.feed()); }),
-            "queue closed");
+  EXPECT_EQ(
+      th::testing::error_message<th::CancelledError>([&] { sess->run(f.m.train, f.m.feed()); }),
+      "queue closed");
   EXPECT_EQ(f.hook->creations, 1);
 }
 
@@ -186,11 +191,14 @@ TEST(MonitoredSessionRecoveryTest, RecoveryIsBoundedWithBackoff) {
   Fixture f;
   f.hook->on_before_run = [](ScriptedHook&) { throw th::AbortedError("always"); };
   auto sess = f.session({.max_recovery_attempts = 4, .recovery_backoff_secs = 0.5});
-  EXPECT_EQ(th::testing::error_message<th::AbortedError>([&] { sess->run(f.m.train, f.m.feed()); }), "always");
+  EXPECT_EQ(th::testing::error_message<th::AbortedError>([&] { sess->run(f.m.train, f.m.feed()); }),
+            "always");
   EXPECT_EQ(f.hook->creations, 5);  // the first session and 4 recoveries
   EXPECT_EQ(f.fake.sleeper->sleeps(), (std::vector<double>{0.5, 1.0, 2.0}));
   auto errors = f.fake.log->messages(th::LogLevel::kError);
-  EXPECT_EQ(errors, (std::vector<std::string>{"Giving up after 4 consecutive attempts to recover the session. Error: always"}));
+  EXPECT_EQ(errors,
+            (std::vector<std::string>{
+                "Giving up after 4 consecutive attempts to recover the session. Error: always"}));
 }
 
 TEST(MonitoredSessionRecoveryTest, SuccessfulRunResetsTheRecoveryCount) {
@@ -208,7 +216,9 @@ TEST(MonitoredSessionRecoveryTest, SuccessfulRunResetsTheRecoveryCount) {
 
 TEST(MonitoredSessionRecoveryTest, FileErrorsAreNeverRetried) {
   Fixture f;
-  f.hook->on_after_run = [](ScriptedHook&) { throw th::FileError("Cannot write 'ckpt/model.ckpt-1': Input/output error"); };
+  f.hook->on_after_run = [](ScriptedHook&) {
+    throw th::FileError("Cannot write 'ckpt/model.ckpt-1': Input/output error");
+  };
   auto sess = f.session();
   EXPECT_THROW(sess->run(f.m.train, f.m.feed()), th::FileError);
   EXPECT_EQ(f.hook->creations, 1);
@@ -271,7 +281,8 @@ TEST(MonitoredSessionRecoveryTest, CoordinatorErrorFromAnotherThreadIsRaisedByTh
   sess->run(f.m.train, f.m.feed());
   sess->coordinator().start_thread("writer", [] { throw th::ResourceExhaustedError("disk full"); });
   sess->coordinator().wait_for_stop(10);
-  EXPECT_EQ(th::testing::error_message<th::ResourceExhaustedError>([&] { sess->run(f.m.train, f.m.feed()); }),
+  EXPECT_EQ(th::testing::error_message<th::ResourceExhaustedError>(
+                [&] { sess->run(f.m.train, f.m.feed()); }),
             "disk full");
   EXPECT_EQ(f.step(), 1);
 }
@@ -326,9 +337,11 @@ TEST(MonitoredSessionStopTest, WithoutAPolicyACoordinatorStopIsSeenAtOnce) {
 
 TEST(MonitoredSessionStopTest, InvalidRecoveryOptionsAreRejected) {
   Fixture f;
-  EXPECT_EQ(th::testing::error_message<th::InvalidArgument>([&] { f.session({.max_recovery_attempts = -1}); }),
+  EXPECT_EQ(th::testing::error_message<th::InvalidArgument>(
+                [&] { f.session({.max_recovery_attempts = -1}); }),
             "MonitoredSession: invalid max_recovery_attempts -1");
-  EXPECT_EQ(th::testing::error_message<th::InvalidArgument>([&] { f.session({.recovery_backoff_secs = -2}); }),
+  EXPECT_EQ(th::testing::error_message<th::InvalidArgument>(
+                [&] { f.session({.recovery_backoff_secs = -2}); }),
             "MonitoredSession: invalid recovery_backoff_secs -2");
 }
 

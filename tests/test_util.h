@@ -6,6 +6,7 @@
 #include <string>
 
 #include "trainhooks/env.h"
+#include "trainhooks/testing/fake_env.h"
 
 namespace trainhooks::testing {
 

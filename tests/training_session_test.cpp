@@ -27,8 +27,10 @@ TEST(ResolveTrainingOptionsTest, ChiefWithACheckpointDirGetsTfDefaults) {
 }
 
 TEST(ResolveTrainingOptionsTest, StepsReplaceTheSecondsDefault) {
-  th::ResolvedTrainingOptions r = th::resolve_training_options(
-      {.checkpoint_dir = "ckpt", .save_checkpoint_steps = 50, .save_summaries_secs = 30, .summary_dir = "logs"});
+  th::ResolvedTrainingOptions r = th::resolve_training_options({.checkpoint_dir = "ckpt",
+                                                                .save_checkpoint_steps = 50,
+                                                                .save_summaries_secs = 30,
+                                                                .summary_dir = "logs"});
   EXPECT_EQ(r.save_checkpoint_steps, 50);
   EXPECT_FALSE(r.save_checkpoint_secs);
   EXPECT_EQ(r.save_summaries_secs, 30.0);
@@ -37,8 +39,10 @@ TEST(ResolveTrainingOptionsTest, StepsReplaceTheSecondsDefault) {
 }
 
 TEST(ResolveTrainingOptionsTest, ZeroTurnsAHookOff) {
-  th::ResolvedTrainingOptions r = th::resolve_training_options(
-      {.checkpoint_dir = "ckpt", .save_checkpoint_secs = 0, .save_summaries_steps = 0, .log_step_count_steps = 0});
+  th::ResolvedTrainingOptions r = th::resolve_training_options({.checkpoint_dir = "ckpt",
+                                                                .save_checkpoint_secs = 0,
+                                                                .save_summaries_steps = 0,
+                                                                .log_step_count_steps = 0});
   EXPECT_FALSE(r.save_checkpoint_secs || r.save_checkpoint_steps);
   EXPECT_FALSE(r.save_summaries_secs || r.save_summaries_steps);
   EXPECT_EQ(r.log_step_count_steps, 0);
@@ -54,7 +58,8 @@ TEST(ResolveTrainingOptionsTest, WithoutDirectoriesOnlyTheStepCounterRuns) {
 }
 
 TEST(ResolveTrainingOptionsTest, AWorkerGetsNoDefaultHooksAndNoRestore) {
-  th::ResolvedTrainingOptions r = th::resolve_training_options({.is_chief = false, .checkpoint_dir = "ckpt"});
+  th::ResolvedTrainingOptions r =
+      th::resolve_training_options({.is_chief = false, .checkpoint_dir = "ckpt"});
   EXPECT_FALSE(r.is_chief);
   EXPECT_EQ(r.checkpoint_dir, "");
   EXPECT_EQ(r.summary_dir, "");
@@ -68,21 +73,26 @@ TEST(ResolveTrainingOptionsTest, AProgramsOwnPreemptionHookReplacesTheDefault) {
   EXPECT_FALSE(th::resolve_training_options({.hooks = {own}}).add_preemption_hook);
   EXPECT_FALSE(th::resolve_training_options({.chief_only_hooks = {own}}).add_preemption_hook);
   // A worker does not run chief_only_hooks, so it still gets one.
-  EXPECT_TRUE(th::resolve_training_options({.is_chief = false, .chief_only_hooks = {own}}).add_preemption_hook);
-  EXPECT_FALSE(th::resolve_training_options({.handle_preemption_signals = false}).add_preemption_hook);
+  EXPECT_TRUE(th::resolve_training_options({.is_chief = false, .chief_only_hooks = {own}})
+                  .add_preemption_hook);
+  EXPECT_FALSE(
+      th::resolve_training_options({.handle_preemption_signals = false}).add_preemption_hook);
 }
 
 TEST(ResolveTrainingOptionsTest, ValidatesWithTfTexts) {
   using th::testing::error_message;
   EXPECT_EQ(error_message<th::InvalidArgument>([] {
-              th::resolve_training_options({.checkpoint_dir = "c", .save_checkpoint_secs = 1, .save_checkpoint_steps = 1});
+              th::resolve_training_options(
+                  {.checkpoint_dir = "c", .save_checkpoint_secs = 1, .save_checkpoint_steps = 1});
             }),
             "Can not provide both save_checkpoint_secs and save_checkpoint_steps.");
   EXPECT_EQ(error_message<th::InvalidArgument>([] {
-              th::resolve_training_options({.checkpoint_dir = "c", .save_summaries_steps = 1, .save_summaries_secs = 1});
+              th::resolve_training_options(
+                  {.checkpoint_dir = "c", .save_summaries_steps = 1, .save_summaries_secs = 1});
             }),
             "Can not provide both save_summaries_secs and save_summaries_steps.");
-  EXPECT_EQ(error_message<th::InvalidArgument>([] { th::resolve_training_options({.save_checkpoint_steps = 5}); }),
+  EXPECT_EQ(error_message<th::InvalidArgument>(
+                [] { th::resolve_training_options({.save_checkpoint_steps = 5}); }),
             "MonitoredTrainingSession: checkpoint options were given without checkpoint_dir");
   EXPECT_EQ(error_message<th::InvalidArgument>([] {
               th::resolve_training_options({.checkpoint_dir = "c", .save_checkpoint_steps = -5});

@@ -5,12 +5,10 @@
 // An Env whose members are null falls back to the session's Env, and that to Env::system()
 // (real clocks, real sleep, INFO and above to stderr as `INFO:trainhooks:<text>`).
 //
-//   auto clock = std::make_shared<th::FakeClock>();
-//   auto log = std::make_shared<th::CapturingLogSink>();
-//   th::Env env{.clock = clock, .sleeper = std::make_shared<th::FakeSleeper>(clock), .log = log};
+//   th::Env env{.log = std::make_shared<MyLogSink>()};   // clock and sleeper: the system's
 //
-// Thread safety: the system implementations are thread-safe; the fakes are for one test thread
-// plus the threads it joins.
+// Test doubles (FakeClock, FakeSleeper, CapturingLogSink) are in trainhooks/testing/fake_env.h.
+// Thread safety: the system implementations are thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -18,7 +16,6 @@
 #include <mutex>
 #include <string>
 #include <string_view>
-#include <vector>
 
 namespace trainhooks {
 
@@ -66,52 +63,6 @@ class StderrLogSink final : public LogSink {
  private:
   LogLevel min_level_;
   std::mutex mu_;
-};
-
-// A clock that moves only when told; wall and steady time advance together.
-class FakeClock final : public Clock {
- public:
-  explicit FakeClock(double start_wall_seconds = 1.0e9) : wall_(start_wall_seconds) {}
-  double wall_seconds() const override;
-  double steady_seconds() const override;
-  void advance(double seconds);
-
- private:
-  mutable std::mutex mu_;
-  double wall_;
-  double steady_ = 0;
-};
-
-// Sleeping advances the fake clock instantly and records the request.
-class FakeSleeper final : public Sleeper {
- public:
-  explicit FakeSleeper(std::shared_ptr<FakeClock> clock) : clock_(std::move(clock)) {}
-  void sleep_for(double seconds) override;
-  std::vector<double> sleeps() const;
-
- private:
-  std::shared_ptr<FakeClock> clock_;
-  mutable std::mutex mu_;
-  std::vector<double> sleeps_;
-};
-
-// Keeps every line (level and exact text) for tests to assert.
-class CapturingLogSink final : public LogSink {
- public:
-  struct Entry {
-    LogLevel level;
-    std::string message;
-    bool operator==(const Entry&) const = default;
-  };
-  void log(LogLevel level, std::string_view message) override;
-  std::vector<Entry> entries() const;
-  // The messages at `level` only, in order.
-  std::vector<std::string> messages(LogLevel level = LogLevel::kInfo) const;
-  void clear();
-
- private:
-  mutable std::mutex mu_;
-  std::vector<Entry> entries_;
 };
 
 struct Env {

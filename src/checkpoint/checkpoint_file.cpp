@@ -19,14 +19,13 @@
 
 #include "checkpoint/optimizer_state.h"
 #include "checkpoint/torch_zip_writer.h"
-#include "summary/crc32c.h"
+#include "util/crc32c.h"
 #include "trainhooks/errors.h"
 #include "util/atomic_file.h"
 
 namespace trainhooks::internal {
 
 namespace fs = std::filesystem;
-namespace crc32c = summary::crc32c;
 
 namespace {
 

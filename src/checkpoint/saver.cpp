@@ -26,7 +26,7 @@
 #include "checkpoint/checkpoint_file.h"
 #include "checkpoint/optimizer_state.h"
 #include "graph_state.h"
-#include "summary/crc32c.h"
+#include "util/crc32c.h"
 #include "trainhooks/checkpoint/checkpoint_state.h"
 #include "trainhooks/errors.h"
 #include "trainhooks/graph.h"

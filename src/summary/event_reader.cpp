@@ -136,10 +136,6 @@ void decode_tensor(const proto::TensorProto& t, EventValue& out) {
   }
 }
 
-void default_report(const std::string& message) {
-  std::cerr << "WARNING:trainhooks:" << message << std::endl;
-}
-
 }  // namespace
 
 bool is_event_file_name(const std::string& filename) {
@@ -171,7 +167,7 @@ void EventReader::Impl::corrupt_record(const fs::path& file, uint64_t offset,
   if (last_reported && last_reported->first == file && last_reported->second == offset) return;
   last_reported.emplace(file, offset);
   ++corrupt;
-  options.on_corrupt(message + "; skipped");
+  options.env.warning(message + "; skipped");
 }
 
 Event EventReader::Impl::decode(uint64_t offset) {
@@ -251,7 +247,7 @@ Event EventReader::Impl::decode(uint64_t offset) {
 EventReader::EventReader(const fs::path& path, ReadOptions options)
     : impl_(std::make_unique<Impl>()) {
   impl_->options = std::move(options);
-  if (!impl_->options.on_corrupt) impl_->options.on_corrupt = default_report;
+  impl_->options.env = impl_->options.env.or_else(Env::system());
   std::error_code ec;
   if (fs::is_directory(path, ec)) {
     for (const auto& entry : fs::directory_iterator(path, ec)) {

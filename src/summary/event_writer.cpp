@@ -40,15 +40,6 @@ struct PendingEvent {
 // Bytes buffered by the writer thread before a write(2) between flushes.
 constexpr size_t kWriteChunk = 64 * 1024;
 
-double system_wall_seconds() {
-  using namespace std::chrono;
-  return duration<double>(system_clock::now().time_since_epoch()).count();
-}
-
-void stderr_warning(const std::string& message) {
-  std::cerr << "WARNING:trainhooks:" << message << std::endl;
-}
-
 std::string hostname() {
   char name[256] = {};
   if (gethostname(name, sizeof name - 1) != 0) return "localhost";
@@ -103,9 +94,9 @@ struct EventWriter::Impl {
   std::vector<uint8_t> with_metadata;
   bool warned_write = false;
 
-  double now() const { return options.wall_clock(); }
+  double now() const { return options.env.clock->wall_seconds(); }
 
-  void warn(const std::string& message) const { options.warn(message); }
+  void warn(const std::string& message) const { options.env.warning(message); }
 
   void open_file();
   void run();
@@ -230,8 +221,7 @@ EventWriter::EventWriter(std::filesystem::path logdir, EventWriterOptions option
         fmt::format("Invalid flush_secs: {} (must be positive)", options.flush_secs));
   }
   if (logdir.empty()) throw InvalidArgument("Invalid logdir: empty path");
-  if (!options.wall_clock) options.wall_clock = system_wall_seconds;
-  if (!options.warn) options.warn = stderr_warning;
+  options.env = options.env.or_else(Env::system());
   impl_ = std::make_unique<Impl>(std::move(logdir), std::move(options));
   impl_->open_file();
   impl_->thread = std::thread([impl = impl_.get()] { impl->run(); });

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "summary/crc32c.h"
+#include "util/crc32c.h"
 #include "trainhooks/summary/event_reader.h"
 
 namespace trainhooks::summary {

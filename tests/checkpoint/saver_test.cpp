@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "checkpoint/checkpoint_file.h"
-#include "summary/crc32c.h"
+#include "util/crc32c.h"
 #include "test_util.h"
 #include "trainhooks/checkpoint/checkpoint_reader.h"
 #include "trainhooks/checkpoint/checkpoint_state.h"
@@ -704,7 +704,7 @@ TEST_F(SaverTest, OptimizerStateHeldAsAnArchiveRestoresTheSame) {
   // The header of a format 1 file: version 1, and the header CRC over it.
   std::string side = read_bytes(cp.path + ".trainstate");
   side[8] = 1;
-  const uint32_t crc = th::summary::crc32c::mask(th::summary::crc32c::value(side.data(), 24));
+  const uint32_t crc = th::crc32c::mask(th::crc32c::value(side.data(), 24));
   for (int i = 0; i < 4; ++i) side[24 + i] = static_cast<char>((crc >> (8 * i)) & 0xff);
   write_bytes(cp.path + ".trainstate", side);
   EXPECT_EQ(th::CheckpointReader(cp.path).optimizers()[0].type, "");

@@ -112,13 +112,13 @@ TEST_F(EventReaderTest, SkipModeReportsCorruptRecordsAndReadsOn) {
   data += framed(bytes({0x10, 0x02}));
   data[offset + 3] ^= 0x01;  // the length's CRC no longer matches
   write_bytes(file(), data);
-  std::vector<std::string> reports;
-  EventReader reader(file(), {.skip_corrupt = true,
-                              .on_corrupt = [&](const std::string& m) { reports.push_back(m); }});
+  auto log = std::make_shared<CapturingLogSink>();
+  EventReader reader(file(), {.skip_corrupt = true, .env = {.log = log}});
   std::vector<int64_t> steps;
   while (auto e = reader.next()) steps.push_back(e->step);
   EXPECT_EQ(steps, (std::vector<int64_t>{0, 2}));
   EXPECT_EQ(reader.corrupt_records(), 1);
+  const std::vector<std::string> reports = log->messages(LogLevel::kWarning);
   ASSERT_EQ(reports.size(), 1u);
   EXPECT_EQ(reports[0], "Corrupt record in " + file().string() + " at byte offset " +
                             std::to_string(offset) + ": length CRC mismatch; skipped");

@@ -43,24 +43,16 @@ size_t count_occurrences(const std::string& haystack, const std::string& needle)
   return n;
 }
 
-// A wall clock the test moves by hand, and a sink that keeps warnings.
+// A wall clock the test sets by hand, and a sink that keeps warnings.
 struct Fakes {
-  std::shared_ptr<std::atomic<double>> now = std::make_shared<std::atomic<double>>(1700000000.5);
-  std::shared_ptr<std::mutex> mu = std::make_shared<std::mutex>();
-  std::shared_ptr<std::vector<std::string>> warnings = std::make_shared<std::vector<std::string>>();
+  std::shared_ptr<FakeClock> clock = std::make_shared<FakeClock>(1700000000.5);
+  std::shared_ptr<CapturingLogSink> log = std::make_shared<CapturingLogSink>();
 
   EventWriterOptions options(EventWriterOptions base = {}) const {
-    base.wall_clock = [now = now] { return now->load(); };
-    base.warn = [mu = mu, warnings = warnings](const std::string& m) {
-      std::lock_guard lock(*mu);
-      warnings->push_back(m);
-    };
+    base.env = {.clock = clock, .log = log};
     return base;
   }
-  std::vector<std::string> warned() const {
-    std::lock_guard lock(*mu);
-    return *warnings;
-  }
+  std::vector<std::string> warned() const { return log->messages(LogLevel::kWarning); }
 };
 
 // The first record of a file written at 1700000000.5 (see event_encoding_test.cpp).
@@ -76,7 +68,7 @@ class EventWriterTest : public ::testing::Test {
 };
 
 TEST_F(EventWriterTest, FileIsNamedWithTenDigitSecondsHostnameAndSuffix) {
-  fakes_.now->store(123.75);
+  fakes_.clock->set_wall_seconds(123.75);
   EventWriter writer(dir_.path(), fakes_.options({.filename_suffix = ".v2"}));
   EXPECT_EQ(writer.file_path().filename().string(),
             "events.out.tfevents.0000000123." + host() + ".v2");
@@ -137,7 +129,7 @@ TEST_F(EventWriterTest, InvalidOptionsAreRejectedNamingTheArgument) {
 
 TEST_F(EventWriterTest, EventsCarryTheInjectedWallTimeAndTheirStep) {
   EventWriter writer(dir_.path(), fakes_.options());
-  fakes_.now->store(1800000000.25);
+  fakes_.clock->set_wall_seconds(1800000000.25);
   writer.add_scalar("x", 1.5f, 42);
   writer.close();
   auto events = read_events(dir_.path());
@@ -239,7 +231,7 @@ TEST_F(EventWriterTest, ReopenStartsANewFileWithItsOwnVersionRecordAndMetadata) 
   writer.add_scalar("loss", 1.0f, 1);
   writer.close();
   const auto first = writer.file_path();
-  fakes_.now->store(1700000010.0);
+  fakes_.clock->set_wall_seconds(1700000010.0);
   writer.reopen();
   EXPECT_FALSE(writer.closed());
   EXPECT_NE(writer.file_path(), first);
@@ -269,7 +261,7 @@ TEST_F(EventWriterTest, ReopenInTheSameSecondNeverOverwritesTheEarlierFile) {
 TEST_F(EventWriterTest, ReopenOfAnOpenWriterDoesNothing) {
   EventWriter writer(dir_.path(), fakes_.options());
   const auto path = writer.file_path();
-  fakes_.now->store(1700000100.0);
+  fakes_.clock->set_wall_seconds(1700000100.0);
   writer.reopen();
   EXPECT_EQ(writer.file_path(), path);
   EXPECT_EQ(files_in(dir_.path()).size(), 1u);
@@ -279,7 +271,7 @@ TEST_F(EventWriterTest, AddingAfterReopenWarnsAgainOnlyAfterTheNextClose) {
   EventWriter writer(dir_.path(), fakes_.options());
   writer.close();
   writer.add_scalar("a", 1, 1);
-  fakes_.now->store(1700000001.0);
+  fakes_.clock->set_wall_seconds(1700000001.0);
   writer.reopen();
   writer.add_scalar("a", 1, 2);
   writer.close();

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "summary/crc32c.h"
+#include "util/crc32c.h"
 #include "summary_test_util.h"
 #include "trainhooks/summary/event_reader.h"
 

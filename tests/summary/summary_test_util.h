@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "trainhooks/testing/fake_env.h"
+
 namespace trainhooks::summary::testing {
 
 // A fresh directory under the system temp dir, removed with everything in it.

@@ -2,8 +2,8 @@
 // directory, whoever wrote them (TensorFlow 1 and 2, PyTorch, tensorboardX, trainhooks).
 //
 // Every record's length and data CRCs are verified. A corrupt record throws EventFileError
-// naming the file and the byte offset, or, with ReadOptions::skip_corrupt, is reported through
-// on_corrupt and skipped. A record cut short by the end of a file (a writer still writing, or
+// naming the file and the byte offset, or, with ReadOptions::skip_corrupt, is logged as a
+// warning through ReadOptions::env and skipped. A record cut short by the end of a file (a writer still writing, or
 // killed mid-write) ends that file quietly; calling next() again later picks up records appended
 // meanwhile. A directory's event files are those whose names contain "tfevents" (as TensorBoard
 // decides), read in name order; subdirectories are not entered.
@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "trainhooks/env.h"
 #include "trainhooks/summary/summary.h"
 
 namespace trainhooks::summary {
@@ -90,8 +91,9 @@ struct Event {
 struct ReadOptions {
   // false: a corrupt record throws EventFileError. true: it is reported and skipped.
   bool skip_corrupt = false;
-  // Receives the report of each skipped record; default: stderr `WARNING:trainhooks:<message>`.
-  std::function<void(const std::string&)> on_corrupt{};
+  // Each skipped record is reported as a warning to env.log (null: stderr,
+  // `WARNING:trainhooks:<message>`).
+  Env env{};
 };
 
 class EventReader {

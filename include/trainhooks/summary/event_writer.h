@@ -33,6 +33,7 @@
 #include <string>
 #include <string_view>
 
+#include "trainhooks/env.h"
 #include "trainhooks/summary/summary.h"
 
 namespace trainhooks::summary {
@@ -44,11 +45,10 @@ struct EventWriterOptions {
   double flush_secs = 120;
   // Appended to the file name, e.g. ".v2" or ".eval".
   std::string filename_suffix{};
-  // Seconds since the Unix epoch, for wall_time and the file name; default: the system clock.
-  std::function<double()> wall_clock{};
-  // Receives warnings (dropped events, failed writes); default: stderr as
-  // `WARNING:trainhooks:<message>`. Called from the calling or the writer thread.
-  std::function<void(const std::string&)> warn{};
+  // clock: wall time (seconds since the Unix epoch) for events and the file name. log: warnings
+  // (dropped events, failed writes), from the calling or the writer thread. Null members: the
+  // system's (stderr as `WARNING:trainhooks:<message>`).
+  Env env{};
 };
 
 class EventWriter {

@@ -1,11 +1,11 @@
-#include "summary/crc32c.h"
+#include "util/crc32c.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-namespace trainhooks::summary {
+namespace trainhooks {
 namespace {
 
 using ExtendFn = uint32_t (*)(uint32_t, const void*, size_t);
@@ -90,4 +90,4 @@ TEST(Crc32cTest, MaskRotatesAndOffsetsAsTensorFlowDoes) {
 }
 
 }  // namespace
-}  // namespace trainhooks::summary
+}  // namespace trainhooks

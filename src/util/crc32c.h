@@ -1,4 +1,5 @@
-// CRC32C (Castagnoli), the checksum of TFRecord framing, plus TensorFlow's masking.
+// CRC32C (Castagnoli), the checksum of TFRecord framing and of checkpoint files, plus
+// TensorFlow's masking.
 //
 // crc32c() picks the SSE4.2 instruction when the CPU has it and a table-driven fallback
 // otherwise; both paths are callable directly so tests can check each against known values.
@@ -11,7 +12,7 @@
 #include <cstdint>
 #include <string_view>
 
-namespace trainhooks::summary::crc32c {
+namespace trainhooks::crc32c {
 
 // Continues a CRC over more bytes: extend(extend(0, a), b) == value(a + b).
 uint32_t extend(uint32_t crc, const void* data, size_t size);
@@ -31,4 +32,4 @@ inline uint32_t unmask(uint32_t masked) {
   return (rot >> 17) | (rot << 15);
 }
 
-}  // namespace trainhooks::summary::crc32c
+}  // namespace trainhooks::crc32c

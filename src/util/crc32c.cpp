@@ -1,4 +1,4 @@
-#include "summary/crc32c.h"
+#include "util/crc32c.h"
 
 #include <array>
 #include <cstring>
@@ -8,7 +8,7 @@
 #define TRAINHOOKS_HAVE_X86 1
 #endif
 
-namespace trainhooks::summary::crc32c {
+namespace trainhooks::crc32c {
 namespace {
 
 constexpr uint32_t kPoly = 0x82f63b78u;  // Castagnoli, reflected.
@@ -85,4 +85,4 @@ uint32_t extend(uint32_t crc, const void* data, size_t size) {
   return impl(crc, data, size);
 }
 
-}  // namespace trainhooks::summary::crc32c
+}  // namespace trainhooks::crc32c
