@@ -23,6 +23,7 @@ Coordinator::~Coordinator() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
+    stop_flag_.store(true, std::memory_order_release);
     cv_.notify_all();
     workers.swap(workers_);
   }
@@ -34,15 +35,16 @@ Coordinator::~Coordinator() {
 
 void Coordinator::request_stop(std::exception_ptr error) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (error && !error_ && !is_out_of_range(error)) error_ = error;
+  if (error && !error_ && !is_out_of_range(error)) {
+    error_ = error;
+    has_error_.store(true, std::memory_order_release);
+  }
   stop_ = true;
+  stop_flag_.store(true, std::memory_order_release);
   cv_.notify_all();
 }
 
-bool Coordinator::should_stop() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return stop_;
-}
+bool Coordinator::should_stop() const { return stop_flag_.load(std::memory_order_acquire); }
 
 bool Coordinator::wait_for_stop(double timeout_secs) const {
   std::unique_lock<std::mutex> lock(mu_);
@@ -56,6 +58,8 @@ bool Coordinator::wait_for_stop(double timeout_secs) const {
 void Coordinator::clear_stop() {
   std::lock_guard<std::mutex> lock(mu_);
   stop_ = false;
+  stop_flag_.store(false, std::memory_order_release);
+  has_error_.store(false, std::memory_order_release);
   joined_ = false;
   error_ = nullptr;
 }
@@ -128,6 +132,7 @@ void Coordinator::raise_requested_exception() const {
 }
 
 std::exception_ptr Coordinator::requested_exception() const {
+  if (!has_error_.load(std::memory_order_acquire)) return nullptr;  // the training loop's usual case
   std::lock_guard<std::mutex> lock(mu_);
   return error_;
 }

@@ -12,9 +12,10 @@
 //   coord.request_stop();
 //   coord.join(/*stop_grace_period_secs=*/120);
 //
-// All methods are thread-safe.
+// All methods are thread-safe; should_stop() takes no lock (the training loop asks every step).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <exception>
 #include <functional>
@@ -61,6 +62,9 @@ class Coordinator {
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
   bool stop_ = false;
+  // Mirrors of stop_ and error_ != nullptr, read without the lock on every training step.
+  std::atomic<bool> stop_flag_{false};
+  std::atomic<bool> has_error_{false};
   bool joined_ = false;
   std::exception_ptr error_;
   std::list<Worker> workers_;
