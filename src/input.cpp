@@ -31,18 +31,22 @@ class TensorSource final : public InputSource {
 
 }  // namespace
 
-std::shared_ptr<InputSource> tensor_source(std::vector<at::Tensor> tensors, std::vector<std::string> names) {
+std::shared_ptr<InputSource> tensor_source(std::vector<at::Tensor> tensors,
+                                           std::vector<std::string> names) {
   if (tensors.empty()) throw InvalidArgument("tensor_source: tensors is empty");
   if (names.size() != tensors.size()) {
-    throw InvalidArgument(fmt::format("tensor_source: {} names given for {} tensors", names.size(), tensors.size()));
+    throw InvalidArgument(
+        fmt::format("tensor_source: {} names given for {} tensors", names.size(), tensors.size()));
   }
   for (size_t i = 0; i < tensors.size(); ++i) {
     if (!tensors[i].defined() || tensors[i].dim() == 0) {
-      throw InvalidArgument(fmt::format("tensor_source: tensor '{}' must have a batch dimension", names[i]));
+      throw InvalidArgument(
+          fmt::format("tensor_source: tensor '{}' must have a batch dimension", names[i]));
     }
     if (tensors[i].size(0) != tensors[0].size(0)) {
-      throw InvalidArgument(fmt::format("tensor_source: tensor '{}' has {} examples, '{}' has {}", names[i],
-                                        tensors[i].size(0), names[0], tensors[0].size(0)));
+      throw InvalidArgument(fmt::format("tensor_source: tensor '{}' has {} examples, '{}' has {}",
+                                        names[i], tensors[i].size(0), names[0],
+                                        tensors[0].size(0)));
     }
   }
   return std::make_shared<TensorSource>(std::move(tensors), std::move(names));

@@ -112,7 +112,7 @@ class Graph {
   // graph's state. Returns the new variables in the module's order.
   std::vector<Node> add_module(std::string name, std::shared_ptr<torch::nn::Module> module);
   template <typename Holder>
-    requires requires(const Holder& h) { h.ptr(); }
+  requires requires(const Holder& h) { h.ptr(); }
   std::vector<Node> add_module(std::string name, const Holder& module) {
     return add_module(std::move(name), std::shared_ptr<torch::nn::Module>(module.ptr()));
   }
@@ -120,7 +120,8 @@ class Graph {
   // A batch input over `source`: one node per component (`name/<component>`), all advancing
   // together, once per run that evaluates any of them. At the end of data they raise
   // OutOfRangeError. See input.h for a torch::data dataset adapter.
-  InputNodes input(std::string name, std::shared_ptr<InputSource> source, InputOptions options = {});
+  InputNodes input(std::string name, std::shared_ptr<InputSource> source,
+                   InputOptions options = {});
 
   // The global step: get-or-create, an int64 scalar, not trainable. Kept as a host integer;
   // fetching it materialises a tensor.

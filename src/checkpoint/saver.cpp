@@ -610,7 +610,8 @@ std::optional<std::string> Saver::latest_checkpoint(const std::string& checkpoin
   return std::nullopt;
 }
 
-std::function<void(Session&)> restore_latest_checkpoint(std::shared_ptr<Saver> saver, std::string checkpoint_dir) {
+std::function<void(Session&)> restore_latest_checkpoint(std::shared_ptr<Saver> saver,
+                                                        std::string checkpoint_dir) {
   if (!saver) throw InvalidArgument("restore_latest_checkpoint: saver is null");
   return [saver = std::move(saver), dir = std::move(checkpoint_dir)](Session& session) {
     saver->restore_latest(session, dir);
@@ -619,7 +620,9 @@ std::function<void(Session&)> restore_latest_checkpoint(std::shared_ptr<Saver> s
 
 std::function<void(Session&)> restore_checkpoint(std::shared_ptr<Saver> saver, std::string path) {
   if (!saver) throw InvalidArgument("restore_checkpoint: saver is null");
-  return [saver = std::move(saver), path = std::move(path)](Session& session) { saver->restore(session, path); };
+  return [saver = std::move(saver), path = std::move(path)](Session& session) {
+    saver->restore(session, path);
+  };
 }
 
 }  // namespace trainhooks
