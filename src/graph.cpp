@@ -321,6 +321,17 @@ torch::optim::Optimizer& Graph::optimizer(Node n) {
   return *state_->train_ops[e.train_index].optimizer;
 }
 
+std::unique_ptr<torch::optim::Optimizer> Graph::make_optimizer(Node n) const {
+  const auto& e = entry_of_kind(*state_, n, NodeKind::kTrainOp, "make_optimizer");
+  const auto& t = state_->train_ops[e.train_index];
+  return t.factory.make(t.params);
+}
+
+const std::string& Graph::optimizer_name(Node n) const {
+  const auto& e = entry_of_kind(*state_, n, NodeKind::kTrainOp, "optimizer_name");
+  return state_->train_ops[e.train_index].factory.name;
+}
+
 Node Graph::train_op_loss(Node n) const {
   const auto& e = entry_of_kind(*state_, n, NodeKind::kTrainOp, "train_op_loss");
   return state_->train_ops[e.train_index].loss;

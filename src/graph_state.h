@@ -1,5 +1,6 @@
-// The representation behind Graph: node table and training state. Shared by graph.cpp and
-// session.cpp only.
+// The representation behind Graph: node table and training state. Private to src/: graph.cpp
+// owns it, the evaluator (session.cpp and the units it calls) reaches it through GraphInternal
+// (graph_internal.h), and no public header includes it.
 #pragma once
 
 #include <torch/optim/optimizer.h>

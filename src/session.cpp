@@ -10,11 +10,12 @@
 
 #include <fmt/format.h>
 
-#include "graph_state.h"
+#include "graph_internal.h"
 #include "trainhooks/errors.h"
 
 namespace trainhooks {
 
+using internal::GraphInternal;
 using internal::NodeEntry;
 
 // ---- RunOptions -------------------------------------------------------------------------------
@@ -142,7 +143,7 @@ RunResults Session::run(const Fetches& fetches, const Feeds& feeds, const RunOpt
 
 void Session::begin_run(const Feeds& feeds, const RunOptions& options, RunMetadata* metadata) {
   auto& s = *scratch_;
-  auto& gs = graph_->state();
+  auto& gs = GraphInternal::state(*graph_);
   size_t n = gs.nodes.size();
   if (s.memo.size() != n) {
     s.memo.resize(n);
@@ -195,7 +196,7 @@ void Session::run_nodes(const std::vector<Node>& fetches, const Feeds& feeds,
   out.clear();
   out.set_graph(graph_);
   out.set_end_of_input(false);
-  const auto& nodes = graph_->state().nodes;
+  const auto& nodes = GraphInternal::state(*graph_).nodes;
   // Gradients only for runs that fetch a train op: evaluation runs keep no autograd graph.
   bool train = false;
   for (Node n : fetches) {
@@ -232,7 +233,7 @@ void Session::rethrow_with_path(const std::exception_ptr& error) {
   std::string where;
   for (size_t i = 0; i < path.size(); ++i) {
     if (i) where += " <- ";
-    where += graph_->state().nodes[path[i]].name;
+    where += GraphInternal::state(*graph_).nodes[path[i]].name;
   }
   path.clear();
   Code code = Code::kUnknown;
@@ -255,7 +256,7 @@ void Session::rethrow_with_path(const std::exception_ptr& error) {
 
 const at::Tensor& Session::evaluate(Node node) {
   auto& s = *scratch_;
-  auto& gs = graph_->state();
+  auto& gs = GraphInternal::state(*graph_);
   if (node.index < 0 || static_cast<size_t>(node.index) >= s.memo.size()) {
     throw InvalidArgument(
         fmt::format("Invalid node handle {} (the graph has {} nodes)", node.index, s.memo.size()));

@@ -45,7 +45,8 @@ class Run;
 
 namespace internal {
 struct GraphState;
-}
+class GraphInternal;
+}  // namespace internal
 
 enum class NodeKind { kPlaceholder, kVariable, kConstant, kOp, kInput, kGlobalStep, kTrainOp };
 const char* node_kind_name(NodeKind kind);  // "placeholder", "variable", ...
@@ -157,6 +158,11 @@ class Graph {
   bool is_trainable(Node variable) const;
   // The optimizer of a train op (for learning-rate changes and checkpoints).
   torch::optim::Optimizer& optimizer(Node train_op);
+  // A new optimizer of the same kind over the same variables, with fresh state, made by the train
+  // op's factory: for checking a saved optimizer state without touching the live one.
+  std::unique_ptr<torch::optim::Optimizer> make_optimizer(Node train_op) const;
+  // The name of the train op's optimizer factory ("sgd", "adam", ...), for messages.
+  const std::string& optimizer_name(Node train_op) const;
   Node train_op_loss(Node train_op) const;
   // Position of an input (any of its component nodes).
   InputPosition input_position(Node input) const;
@@ -184,10 +190,9 @@ class Graph {
     return *static_cast<T*>(slot.get());
   }
 
-  internal::GraphState& state() { return *state_; }
-  const internal::GraphState& state() const { return *state_; }
-
  private:
+  // The evaluator's access to the representation (src/graph_internal.h).
+  friend class internal::GraphInternal;
   Node add_node(std::string name, NodeKind kind);
   std::shared_ptr<void>& extension_slot(std::type_index type);
   std::unique_ptr<internal::GraphState> state_;
