@@ -12,6 +12,7 @@
 #include <typeindex>
 #include <vector>
 
+#include "input_group.h"
 #include "trainhooks/graph.h"
 
 namespace trainhooks::internal {
@@ -27,20 +28,6 @@ struct NodeEntry {
   int32_t input_group = -1;        // kInput
   int32_t component = -1;          // kInput
   int32_t train_index = -1;        // kTrainOp
-};
-
-struct InputGroup {
-  std::string name;
-  std::shared_ptr<InputSource> source;
-  InputOptions options;
-  InputPosition position;
-  std::vector<Node> nodes;
-  // The batch of the run that last pulled one (graph run serial), shared by the components.
-  std::vector<at::Tensor> batch;
-  uint64_t batch_serial = 0;
-  std::vector<int64_t> order;  // this epoch's example order
-  int64_t order_epoch = -1;
-  std::vector<int64_t> indices;  // scratch
 };
 
 struct TrainOp {
@@ -66,8 +53,5 @@ struct GraphState {
   // Incremented at the start of every run of any session on this graph.
   uint64_t run_serial = 0;
 };
-
-// Pulls the next batch of `group` into group.batch (OutOfRangeError at the end of data).
-void next_batch(InputGroup& group);
 
 }  // namespace trainhooks::internal
