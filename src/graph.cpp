@@ -191,11 +191,17 @@ Node Graph::minimize(std::string name, NodeRef loss, OptimizerFactory optimizer,
     throw InvalidArgument(
         fmt::format("minimize '{}': invalid clip_global_norm {}", name, *options.clip_global_norm));
   }
+  for (size_t i = 0; i < options.gradient_transforms.size(); ++i) {
+    if (!options.gradient_transforms[i])
+      throw InvalidArgument(
+          fmt::format("minimize '{}': gradient_transforms[{}] is empty", name, i));
+  }
   std::vector<Node> vars = options.var_list.empty() ? trainable_variables() : options.var_list;
   if (vars.empty())
     throw InvalidArgument(
         fmt::format("minimize '{}': there are no trainable variables to optimize", name));
   std::vector<at::Tensor> params;
+  std::vector<std::string> var_names;
   for (Node v : vars) {
     if (v.index < 0 || v.index >= static_cast<int32_t>(state_->nodes.size()) ||
         state_->nodes[v.index].kind != NodeKind::kVariable) {
@@ -210,6 +216,7 @@ Node Graph::minimize(std::string name, NodeRef loss, OptimizerFactory optimizer,
                                         state_->nodes[v.index].name));
     }
     params.push_back(state_->nodes[v.index].value);
+    var_names.push_back(state_->nodes[v.index].name);
   }
   global_step();
   Node n = add_node(std::move(name), NodeKind::kTrainOp);
@@ -217,9 +224,12 @@ Node Graph::minimize(std::string name, NodeRef loss, OptimizerFactory optimizer,
   t.loss = loss_node;
   t.optimizer = optimizer.make(params);
   t.factory = std::move(optimizer);
-  t.options = std::move(options);
   t.vars = std::move(vars);
+  t.var_names = std::move(var_names);
   t.params = std::move(params);
+  t.clips = options.clip_global_norm.has_value();
+  if (t.clips) t.transforms.push_back(clip_by_global_norm(*options.clip_global_norm));
+  for (auto& f : options.gradient_transforms) t.transforms.push_back(std::move(f));
   state_->nodes[n.index].train_index = static_cast<int32_t>(state_->train_ops.size());
   state_->train_ops.push_back(std::move(t));
   return n;

@@ -3,8 +3,6 @@
 // (graph_internal.h), and no public header includes it.
 #pragma once
 
-#include <torch/optim/optimizer.h>
-
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -13,6 +11,7 @@
 #include <vector>
 
 #include "input_group.h"
+#include "train_op.h"
 #include "trainhooks/graph.h"
 
 namespace trainhooks::internal {
@@ -28,15 +27,6 @@ struct NodeEntry {
   int32_t input_group = -1;        // kInput
   int32_t component = -1;          // kInput
   int32_t train_index = -1;        // kTrainOp
-};
-
-struct TrainOp {
-  Node loss;
-  OptimizerFactory factory;
-  MinimizeOptions options;
-  std::vector<Node> vars;
-  std::vector<at::Tensor> params;
-  std::unique_ptr<torch::optim::Optimizer> optimizer;
 };
 
 struct GraphState {

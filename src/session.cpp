@@ -3,14 +3,12 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 #include <c10/util/Exception.h>
-#include <torch/types.h>  // clip_grad.h uses torch::Tensor without including it
-
-#include <torch/nn/utils/clip_grad.h>
-#include <torch/optim/optimizer.h>
 
 #include <fmt/format.h>
 
 #include "graph_internal.h"
+#include "tensor_format.h"
+#include "train_op.h"
 #include "trainhooks/errors.h"
 
 namespace trainhooks {
@@ -92,15 +90,8 @@ struct Session::Scratch {
 
 namespace {
 
-std::string shape_string(at::IntArrayRef shape) {
-  return fmt::format("[{}]", fmt::join(shape, ", "));
-}
-
-std::string dtype_string(c10::ScalarType t) {
-  std::string s = c10::toString(t);
-  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
+using internal::format_dtype;
+using internal::format_shape;
 
 void check_feed(const NodeEntry& e, const at::Tensor& value) {
   if (!value.defined())
@@ -110,7 +101,7 @@ void check_feed(const NodeEntry& e, const at::Tensor& value) {
   if (spec.dtype && value.scalar_type() != *spec.dtype) {
     throw InvalidArgument(
         fmt::format("Cannot feed value of dtype {} for placeholder '{}', which has dtype {}",
-                    dtype_string(value.scalar_type()), e.name, dtype_string(*spec.dtype)));
+                    format_dtype(value.scalar_type()), e.name, format_dtype(*spec.dtype)));
   }
   if (spec.shape.known()) {
     const auto& want = spec.shape.dims();
@@ -120,7 +111,7 @@ void check_feed(const NodeEntry& e, const at::Tensor& value) {
     if (!ok) {
       throw InvalidArgument(
           fmt::format("Cannot feed value of shape {} for placeholder '{}', which has shape {}",
-                      shape_string(value.sizes()), e.name, shape_string(want)));
+                      format_shape(value.sizes()), e.name, format_shape(want)));
     }
   }
 }
@@ -283,8 +274,8 @@ const at::Tensor& Session::evaluate(Node node) {
     switch (e.kind) {
       case NodeKind::kPlaceholder: {
         const auto& spec = e.placeholder;
-        std::string shape = spec.shape.known() ? shape_string(spec.shape.dims()) : "any";
-        std::string dtype = spec.dtype ? dtype_string(*spec.dtype) : "any";
+        std::string shape = spec.shape.known() ? format_shape(spec.shape.dims()) : "any";
+        std::string dtype = spec.dtype ? format_dtype(*spec.dtype) : "any";
         throw InvalidArgument(
             fmt::format("You must feed a value for placeholder '{}' with dtype {} and shape {}",
                         e.name, dtype, shape));
@@ -309,25 +300,8 @@ const at::Tensor& Session::evaluate(Node node) {
       case NodeKind::kTrainOp: {
         auto& t = gs.train_ops[e.train_index];
         const at::Tensor& loss = evaluate(t.loss);
-        if (!loss.defined() || loss.numel() != 1) {
-          throw InvalidArgument(
-              fmt::format("train op '{}': loss '{}' must be a scalar, got shape {}", e.name,
-                          gs.nodes[t.loss.index].name,
-                          loss.defined() ? shape_string(loss.sizes()) : "undefined"));
-        }
-        if (!loss.requires_grad()) {
-          throw FailedPreconditionError(
-              fmt::format("train op '{}': loss '{}' does not depend on any trainable variable "
-                          "through operations that "
-                          "record gradients",
-                          e.name, gs.nodes[t.loss.index].name));
-        }
-        t.optimizer->zero_grad();
-        loss.backward();
-        if (t.options.clip_global_norm)
-          torch::nn::utils::clip_grad_norm_(t.params, *t.options.clip_global_norm);
-        t.optimizer->step();
-        ++gs.global_step_value;
+        internal::run_train_step(t, loss, {.train_op = e.name, .loss = gs.nodes[t.loss.index].name},
+                                 gs.global_step_value);
         break;
       }
       case NodeKind::kVariable:

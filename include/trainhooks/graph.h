@@ -31,6 +31,7 @@
 #include <utility>
 #include <vector>
 
+#include "trainhooks/gradient_transforms.h"
 #include "trainhooks/input.h"
 #include "trainhooks/node.h"
 #include "trainhooks/optimizers.h"
@@ -78,9 +79,14 @@ struct VariableOptions {
 };
 
 struct MinimizeOptions {
-  // Clip the gradients' global L2 norm to this value before the optimizer step.
+  // Clip the gradients' global L2 norm to this value before the optimizer step: the first
+  // gradient transform, clip_by_global_norm(*clip_global_norm).
   std::optional<double> clip_global_norm;
+  // Applied in this order after clip_global_norm, between backward and the optimizer step
+  // (gradient_transforms.h). Empty: the gradients reach the optimizer as backward made them.
+  std::vector<GradientTransform> gradient_transforms;
   // Variables to train; empty: every trainable variable that exists when minimize() is called.
+  // The transforms' gradients are in this order.
   std::vector<Node> var_list;
 };
 
@@ -131,8 +137,9 @@ class Graph {
   int64_t global_step_value() const;
   void set_global_step_value(int64_t step);
 
-  // A train op: zeroes the gradients, back-propagates `loss`, optionally clips, steps the
-  // optimizer and increments the global step (created if missing). Its value is undefined.
+  // A train op: zeroes the gradients, back-propagates `loss`, applies the gradient transforms
+  // (clip_global_norm, then gradient_transforms), steps the optimizer and increments the global
+  // step (created if missing). Its value is undefined.
   Node minimize(std::string name, NodeRef loss, OptimizerFactory optimizer,
                 MinimizeOptions options = {});
 
