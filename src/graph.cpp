@@ -5,8 +5,6 @@
 
 #include <fmt/format.h>
 
-#include <random>
-
 #include "graph_state.h"
 #include "trainhooks/errors.h"
 
@@ -17,13 +15,20 @@ using internal::NodeEntry;
 
 const char* node_kind_name(NodeKind kind) {
   switch (kind) {
-    case NodeKind::kPlaceholder: return "placeholder";
-    case NodeKind::kVariable: return "variable";
-    case NodeKind::kConstant: return "constant";
-    case NodeKind::kOp: return "op";
-    case NodeKind::kInput: return "input";
-    case NodeKind::kGlobalStep: return "global_step";
-    case NodeKind::kTrainOp: return "train_op";
+    case NodeKind::kPlaceholder:
+      return "placeholder";
+    case NodeKind::kVariable:
+      return "variable";
+    case NodeKind::kConstant:
+      return "constant";
+    case NodeKind::kOp:
+      return "op";
+    case NodeKind::kInput:
+      return "input";
+    case NodeKind::kGlobalStep:
+      return "global_step";
+    case NodeKind::kTrainOp:
+      return "train_op";
   }
   return "node";
 }
@@ -33,14 +38,15 @@ Graph::~Graph() = default;
 
 Node Graph::add_node(std::string name, NodeKind kind) {
   if (state_->finalized) {
-    throw FailedPreconditionError(
-        fmt::format("Graph is finalized and cannot be modified (adding {} '{}')",
-                    node_kind_name(kind), name));
+    throw FailedPreconditionError(fmt::format(
+        "Graph is finalized and cannot be modified (adding {} '{}')", node_kind_name(kind), name));
   }
-  if (name.empty()) throw InvalidArgument(fmt::format("{} name must not be empty", node_kind_name(kind)));
+  if (name.empty())
+    throw InvalidArgument(fmt::format("{} name must not be empty", node_kind_name(kind)));
   if (state_->by_name.count(name)) {
-    throw AlreadyExistsError(fmt::format("Duplicate node name '{}': a {} with that name exists", name,
-                                         node_kind_name(state_->nodes[state_->by_name.find(name)->second].kind)));
+    throw AlreadyExistsError(
+        fmt::format("Duplicate node name '{}': a {} with that name exists", name,
+                    node_kind_name(state_->nodes[state_->by_name.find(name)->second].kind)));
   }
   auto index = static_cast<int32_t>(state_->nodes.size());
   NodeEntry entry;
@@ -55,7 +61,8 @@ Node Graph::placeholder(std::string name, PlaceholderOptions options) {
   if (options.shape.known()) {
     for (int64_t d : options.shape.dims()) {
       if (d < -1) {
-        throw InvalidArgument(fmt::format("placeholder '{}': invalid dimension {} in shape (use -1 for any size)", name, d));
+        throw InvalidArgument(fmt::format(
+            "placeholder '{}': invalid dimension {} in shape (use -1 for any size)", name, d));
       }
     }
   }
@@ -65,11 +72,12 @@ Node Graph::placeholder(std::string name, PlaceholderOptions options) {
 }
 
 Node Graph::variable(std::string name, const at::Tensor& initial, VariableOptions options) {
-  if (!initial.defined()) throw InvalidArgument(fmt::format("variable '{}': initial value is undefined", name));
+  if (!initial.defined())
+    throw InvalidArgument(fmt::format("variable '{}': initial value is undefined", name));
   if (options.trainable && !initial.is_floating_point() && !initial.is_complex()) {
-    throw InvalidArgument(fmt::format(
-        "variable '{}': a trainable variable must have a floating-point dtype, got {}", name,
-        c10::toString(initial.scalar_type())));
+    throw InvalidArgument(
+        fmt::format("variable '{}': a trainable variable must have a floating-point dtype, got {}",
+                    name, c10::toString(initial.scalar_type())));
   }
   Node n = add_node(std::move(name), NodeKind::kVariable);
   auto& e = state_->nodes[n.index];
@@ -81,7 +89,8 @@ Node Graph::variable(std::string name, const at::Tensor& initial, VariableOption
 }
 
 Node Graph::constant(std::string name, const at::Tensor& value) {
-  if (!value.defined()) throw InvalidArgument(fmt::format("constant '{}': value is undefined", name));
+  if (!value.defined())
+    throw InvalidArgument(fmt::format("constant '{}': value is undefined", name));
   Node n = add_node(std::move(name), NodeKind::kConstant);
   state_->nodes[n.index].value = value.detach();
   return n;
@@ -102,9 +111,12 @@ std::vector<Node> Graph::add_module(std::string name, std::shared_ptr<torch::nn:
   std::vector<std::pair<std::string, std::pair<at::Tensor, bool>>> vars;
   for (const auto& p : params) vars.push_back({name + "/" + p.key(), {p.value(), true}});
   for (const auto& b : buffers) vars.push_back({name + "/" + b.key(), {b.value(), false}});
-  if (vars.empty()) throw InvalidArgument(fmt::format("add_module '{}': the module has no parameters or buffers", name));
+  if (vars.empty())
+    throw InvalidArgument(
+        fmt::format("add_module '{}': the module has no parameters or buffers", name));
   for (const auto& v : vars) {
-    if (state_->by_name.count(v.first)) throw AlreadyExistsError(fmt::format("Duplicate node name '{}'", v.first));
+    if (state_->by_name.count(v.first))
+      throw AlreadyExistsError(fmt::format("Duplicate node name '{}'", v.first));
   }
   std::vector<Node> out;
   for (auto& v : vars) {
@@ -119,17 +131,25 @@ std::vector<Node> Graph::add_module(std::string name, std::shared_ptr<torch::nn:
   return out;
 }
 
-InputNodes Graph::input(std::string name, std::shared_ptr<InputSource> source, InputOptions options) {
+InputNodes Graph::input(std::string name, std::shared_ptr<InputSource> source,
+                        InputOptions options) {
   if (!source) throw InvalidArgument(fmt::format("input '{}': source is null", name));
-  if (options.batch_size <= 0) throw InvalidArgument(fmt::format("input '{}': invalid batch_size {}", name, options.batch_size));
-  if (options.num_shards <= 0) throw InvalidArgument(fmt::format("input '{}': invalid num_shards {}", name, options.num_shards));
+  if (options.batch_size <= 0)
+    throw InvalidArgument(
+        fmt::format("input '{}': invalid batch_size {}", name, options.batch_size));
+  if (options.num_shards <= 0)
+    throw InvalidArgument(
+        fmt::format("input '{}': invalid num_shards {}", name, options.num_shards));
   if (options.shard_index < 0 || options.shard_index >= options.num_shards) {
-    throw InvalidArgument(fmt::format("input '{}': invalid shard_index {} for num_shards {}", name, options.shard_index, options.num_shards));
+    throw InvalidArgument(fmt::format("input '{}': invalid shard_index {} for num_shards {}", name,
+                                      options.shard_index, options.num_shards));
   }
   auto names = source->component_names();
-  if (names.empty()) throw InvalidArgument(fmt::format("input '{}': the source has no components", name));
+  if (names.empty())
+    throw InvalidArgument(fmt::format("input '{}': the source has no components", name));
   for (const auto& c : names) {
-    if (state_->by_name.count(name + "/" + c)) throw AlreadyExistsError(fmt::format("Duplicate node name '{}/{}'", name, c));
+    if (state_->by_name.count(name + "/" + c))
+      throw AlreadyExistsError(fmt::format("Duplicate node name '{}/{}'", name, c));
   }
   auto group_index = static_cast<int32_t>(state_->inputs.size());
   internal::InputGroup group;
@@ -162,25 +182,41 @@ void Graph::set_global_step_value(int64_t step) {
   state_->global_step_value = step;
 }
 
-Node Graph::minimize(std::string name, NodeRef loss, OptimizerFactory optimizer, MinimizeOptions options) {
+Node Graph::minimize(std::string name, NodeRef loss, OptimizerFactory optimizer,
+                     MinimizeOptions options) {
   Node loss_node = resolve(loss);
-  if (!optimizer.make) throw InvalidArgument(fmt::format("minimize '{}': optimizer factory is empty", name));
+  if (!optimizer.make)
+    throw InvalidArgument(fmt::format("minimize '{}': optimizer factory is empty", name));
   if (options.clip_global_norm && !(*options.clip_global_norm > 0)) {
-    throw InvalidArgument(fmt::format("minimize '{}': invalid clip_global_norm {}", name, *options.clip_global_norm));
+    throw InvalidArgument(
+        fmt::format("minimize '{}': invalid clip_global_norm {}", name, *options.clip_global_norm));
+  }
+  for (size_t i = 0; i < options.gradient_transforms.size(); ++i) {
+    if (!options.gradient_transforms[i])
+      throw InvalidArgument(
+          fmt::format("minimize '{}': gradient_transforms[{}] is empty", name, i));
   }
   std::vector<Node> vars = options.var_list.empty() ? trainable_variables() : options.var_list;
-  if (vars.empty()) throw InvalidArgument(fmt::format("minimize '{}': there are no trainable variables to optimize", name));
+  if (vars.empty())
+    throw InvalidArgument(
+        fmt::format("minimize '{}': there are no trainable variables to optimize", name));
   std::vector<at::Tensor> params;
+  std::vector<std::string> var_names;
   for (Node v : vars) {
     if (v.index < 0 || v.index >= static_cast<int32_t>(state_->nodes.size()) ||
         state_->nodes[v.index].kind != NodeKind::kVariable) {
-      throw InvalidArgument(fmt::format("minimize '{}': var_list entry {} is not a variable", name,
-                                        v.index >= 0 && v.index < static_cast<int32_t>(state_->nodes.size()) ? state_->nodes[v.index].name : std::to_string(v.index)));
+      throw InvalidArgument(
+          fmt::format("minimize '{}': var_list entry {} is not a variable", name,
+                      v.index >= 0 && v.index < static_cast<int32_t>(state_->nodes.size())
+                          ? state_->nodes[v.index].name
+                          : std::to_string(v.index)));
     }
     if (!state_->nodes[v.index].trainable) {
-      throw InvalidArgument(fmt::format("minimize '{}': variable '{}' is not trainable", name, state_->nodes[v.index].name));
+      throw InvalidArgument(fmt::format("minimize '{}': variable '{}' is not trainable", name,
+                                        state_->nodes[v.index].name));
     }
     params.push_back(state_->nodes[v.index].value);
+    var_names.push_back(state_->nodes[v.index].name);
   }
   global_step();
   Node n = add_node(std::move(name), NodeKind::kTrainOp);
@@ -188,9 +224,12 @@ Node Graph::minimize(std::string name, NodeRef loss, OptimizerFactory optimizer,
   t.loss = loss_node;
   t.optimizer = optimizer.make(params);
   t.factory = std::move(optimizer);
-  t.options = std::move(options);
   t.vars = std::move(vars);
+  t.var_names = std::move(var_names);
   t.params = std::move(params);
+  t.clips = options.clip_global_norm.has_value();
+  if (t.clips) t.transforms.push_back(clip_by_global_norm(*options.clip_global_norm));
+  for (auto& f : options.gradient_transforms) t.transforms.push_back(std::move(f));
   state_->nodes[n.index].train_index = static_cast<int32_t>(state_->train_ops.size());
   state_->train_ops.push_back(std::move(t));
   return n;
@@ -211,22 +250,26 @@ Node Graph::find(std::string_view name) const {
 Node Graph::resolve(const NodeRef& ref) const {
   if (ref.is_name()) return find(ref.name());
   if (ref.node().index >= static_cast<int32_t>(state_->nodes.size())) {
-    throw InvalidArgument(fmt::format("Node handle {} does not belong to this graph ({} nodes)", ref.node().index, state_->nodes.size()));
+    throw InvalidArgument(fmt::format("Node handle {} does not belong to this graph ({} nodes)",
+                                      ref.node().index, state_->nodes.size()));
   }
   return ref.node();
 }
 
 static const NodeEntry& entry_of(const GraphState& s, Node n) {
   if (n.index < 0 || n.index >= static_cast<int32_t>(s.nodes.size())) {
-    throw InvalidArgument(fmt::format("Invalid node handle {} (the graph has {} nodes)", n.index, s.nodes.size()));
+    throw InvalidArgument(
+        fmt::format("Invalid node handle {} (the graph has {} nodes)", n.index, s.nodes.size()));
   }
   return s.nodes[n.index];
 }
 
-static const NodeEntry& entry_of_kind(const GraphState& s, Node n, NodeKind kind, const char* what) {
+static const NodeEntry& entry_of_kind(const GraphState& s, Node n, NodeKind kind,
+                                      const char* what) {
   const auto& e = entry_of(s, n);
   if (e.kind != kind) {
-    throw InvalidArgument(fmt::format("{}: node '{}' is a {}, not a {}", what, e.name, node_kind_name(e.kind), node_kind_name(kind)));
+    throw InvalidArgument(fmt::format("{}: node '{}' is a {}, not a {}", what, e.name,
+                                      node_kind_name(e.kind), node_kind_name(kind)));
   }
   return e;
 }
@@ -271,16 +314,30 @@ const PlaceholderOptions& Graph::placeholder_options(Node n) const {
 }
 
 at::Tensor& Graph::variable_value(Node n) {
-  return const_cast<NodeEntry&>(entry_of_kind(*state_, n, NodeKind::kVariable, "variable_value")).value;
+  return const_cast<NodeEntry&>(entry_of_kind(*state_, n, NodeKind::kVariable, "variable_value"))
+      .value;
 }
 const at::Tensor& Graph::variable_value(Node n) const {
   return entry_of_kind(*state_, n, NodeKind::kVariable, "variable_value").value;
 }
-bool Graph::is_trainable(Node n) const { return entry_of_kind(*state_, n, NodeKind::kVariable, "is_trainable").trainable; }
+bool Graph::is_trainable(Node n) const {
+  return entry_of_kind(*state_, n, NodeKind::kVariable, "is_trainable").trainable;
+}
 
 torch::optim::Optimizer& Graph::optimizer(Node n) {
   const auto& e = entry_of_kind(*state_, n, NodeKind::kTrainOp, "optimizer");
   return *state_->train_ops[e.train_index].optimizer;
+}
+
+std::unique_ptr<torch::optim::Optimizer> Graph::make_optimizer(Node n) const {
+  const auto& e = entry_of_kind(*state_, n, NodeKind::kTrainOp, "make_optimizer");
+  const auto& t = state_->train_ops[e.train_index];
+  return t.factory.make(t.params);
+}
+
+const std::string& Graph::optimizer_name(Node n) const {
+  const auto& e = entry_of_kind(*state_, n, NodeKind::kTrainOp, "optimizer_name");
+  return state_->train_ops[e.train_index].factory.name;
 }
 
 Node Graph::train_op_loss(Node n) const {
@@ -296,8 +353,9 @@ InputPosition Graph::input_position(Node n) const {
 void Graph::set_input_position(Node n, const InputPosition& position) {
   const auto& e = entry_of_kind(*state_, n, NodeKind::kInput, "set_input_position");
   if (position.epoch < 0 || position.offset < 0) {
-    throw InvalidArgument(fmt::format("set_input_position: invalid position (epoch {}, offset {}) for input '{}'",
-                                      position.epoch, position.offset, state_->inputs[e.input_group].name));
+    throw InvalidArgument(
+        fmt::format("set_input_position: invalid position (epoch {}, offset {}) for input '{}'",
+                    position.epoch, position.offset, state_->inputs[e.input_group].name));
   }
   auto& g = state_->inputs[e.input_group];
   g.position = position;
@@ -336,57 +394,11 @@ std::vector<std::pair<std::string, StateProvider*>> Graph::state_providers() con
   return {state_->state_providers.begin(), state_->state_providers.end()};
 }
 
-std::shared_ptr<void>& Graph::extension_slot(std::type_index type) { return state_->extensions[type]; }
+std::shared_ptr<void>& Graph::extension_slot(std::type_index type) {
+  return state_->extensions[type];
+}
 
 void Graph::finalize() { state_->finalized = true; }
 bool Graph::finalized() const { return state_->finalized; }
 
-namespace internal {
-
-static void build_order(InputGroup& g) {
-  auto n = static_cast<int64_t>(g.source->size());
-  g.order.resize(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) g.order[i] = i;
-  if (g.options.shuffle) {
-    // Fisher-Yates with a generator seeded from (seed, epoch) only: the order of any epoch is
-    // reproducible from a saved position, on every platform.
-    std::mt19937_64 rng(g.options.seed * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(g.position.epoch) + 1);
-    for (int64_t i = n - 1; i > 0; --i) {
-      auto j = static_cast<int64_t>(rng() % static_cast<uint64_t>(i + 1));
-      std::swap(g.order[i], g.order[j]);
-    }
-  }
-  g.order_epoch = g.position.epoch;
-}
-
-void next_batch(InputGroup& g) {
-  const auto& o = g.options;
-  auto n = static_cast<int64_t>(g.source->size());
-  int64_t per_shard = n > o.shard_index ? (n - o.shard_index + o.num_shards - 1) / o.num_shards : 0;
-  auto exhausted = [&] { return o.num_epochs > 0 && g.position.epoch >= o.num_epochs; };
-  auto epoch_done = [&] {
-    int64_t left = per_shard - g.position.offset;
-    return left <= 0 || (o.drop_last && left < o.batch_size);
-  };
-  if (per_shard == 0) throw OutOfRangeError(fmt::format("End of input '{}': the dataset has no examples for this shard", g.name));
-  if (!exhausted() && epoch_done()) {
-    g.position.epoch += 1;
-    g.position.offset = 0;
-  }
-  if (exhausted() || epoch_done()) {
-    throw OutOfRangeError(fmt::format("End of input '{}' after {} epoch(s)", g.name, g.position.epoch));
-  }
-  if (g.order_epoch != g.position.epoch) build_order(g);
-  int64_t k = std::min(o.batch_size, per_shard - g.position.offset);
-  g.indices.resize(static_cast<size_t>(k));
-  for (int64_t i = 0; i < k; ++i) g.indices[i] = g.order[o.shard_index + (g.position.offset + i) * o.num_shards];
-  auto batch = g.source->get_batch(g.indices);
-  if (batch.size() != g.nodes.size()) {
-    throw InternalError(fmt::format("input '{}': the source returned {} components, expected {}", g.name, batch.size(), g.nodes.size()));
-  }
-  g.batch = std::move(batch);
-  g.position.offset += k;
-}
-
-}  // namespace internal
 }  // namespace trainhooks

@@ -4,6 +4,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <random>
+#include <utility>
+
+#include "input_group.h"
 #include "trainhooks/errors.h"
 
 namespace trainhooks {
@@ -31,21 +36,84 @@ class TensorSource final : public InputSource {
 
 }  // namespace
 
-std::shared_ptr<InputSource> tensor_source(std::vector<at::Tensor> tensors, std::vector<std::string> names) {
+std::shared_ptr<InputSource> tensor_source(std::vector<at::Tensor> tensors,
+                                           std::vector<std::string> names) {
   if (tensors.empty()) throw InvalidArgument("tensor_source: tensors is empty");
   if (names.size() != tensors.size()) {
-    throw InvalidArgument(fmt::format("tensor_source: {} names given for {} tensors", names.size(), tensors.size()));
+    throw InvalidArgument(
+        fmt::format("tensor_source: {} names given for {} tensors", names.size(), tensors.size()));
   }
   for (size_t i = 0; i < tensors.size(); ++i) {
     if (!tensors[i].defined() || tensors[i].dim() == 0) {
-      throw InvalidArgument(fmt::format("tensor_source: tensor '{}' must have a batch dimension", names[i]));
+      throw InvalidArgument(
+          fmt::format("tensor_source: tensor '{}' must have a batch dimension", names[i]));
     }
     if (tensors[i].size(0) != tensors[0].size(0)) {
-      throw InvalidArgument(fmt::format("tensor_source: tensor '{}' has {} examples, '{}' has {}", names[i],
-                                        tensors[i].size(0), names[0], tensors[0].size(0)));
+      throw InvalidArgument(fmt::format("tensor_source: tensor '{}' has {} examples, '{}' has {}",
+                                        names[i], tensors[i].size(0), names[0],
+                                        tensors[0].size(0)));
     }
   }
   return std::make_shared<TensorSource>(std::move(tensors), std::move(names));
 }
+
+namespace internal {
+
+namespace {
+
+void build_order(InputGroup& g) {
+  auto n = static_cast<int64_t>(g.source->size());
+  g.order.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) g.order[i] = i;
+  if (g.options.shuffle) {
+    // Fisher-Yates with a generator seeded from (seed, epoch) only: the order of any epoch is
+    // reproducible from a saved position, on every platform.
+    std::mt19937_64 rng(g.options.seed * 0x9E3779B97F4A7C15ULL +
+                        static_cast<uint64_t>(g.position.epoch) + 1);
+    for (int64_t i = n - 1; i > 0; --i) {
+      auto j = static_cast<int64_t>(rng() % static_cast<uint64_t>(i + 1));
+      std::swap(g.order[i], g.order[j]);
+    }
+  }
+  g.order_epoch = g.position.epoch;
+}
+
+}  // namespace
+
+void next_batch(InputGroup& g) {
+  const auto& o = g.options;
+  auto n = static_cast<int64_t>(g.source->size());
+  int64_t per_shard = n > o.shard_index ? (n - o.shard_index + o.num_shards - 1) / o.num_shards : 0;
+  auto exhausted = [&] { return o.num_epochs > 0 && g.position.epoch >= o.num_epochs; };
+  auto epoch_done = [&] {
+    int64_t left = per_shard - g.position.offset;
+    return left <= 0 || (o.drop_last && left < o.batch_size);
+  };
+  if (per_shard == 0)
+    throw OutOfRangeError(
+        fmt::format("End of input '{}': the dataset has no examples for this shard", g.name));
+  if (!exhausted() && epoch_done()) {
+    g.position.epoch += 1;
+    g.position.offset = 0;
+  }
+  if (exhausted() || epoch_done()) {
+    throw OutOfRangeError(
+        fmt::format("End of input '{}' after {} epoch(s)", g.name, g.position.epoch));
+  }
+  if (g.order_epoch != g.position.epoch) build_order(g);
+  int64_t k = std::min(o.batch_size, per_shard - g.position.offset);
+  g.indices.resize(static_cast<size_t>(k));
+  for (int64_t i = 0; i < k; ++i)
+    g.indices[i] = g.order[o.shard_index + (g.position.offset + i) * o.num_shards];
+  auto batch = g.source->get_batch(g.indices);
+  if (batch.size() != g.nodes.size()) {
+    throw InternalError(fmt::format("input '{}': the source returned {} components, expected {}",
+                                    g.name, batch.size(), g.nodes.size()));
+  }
+  g.batch = std::move(batch);
+  g.position.offset += k;
+}
+
+}  // namespace internal
 
 }  // namespace trainhooks

@@ -3,17 +3,17 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 #include <c10/util/Exception.h>
-#include <torch/types.h>  // clip_grad.h uses torch::Tensor without including it
-#include <torch/nn/utils/clip_grad.h>
-#include <torch/optim/optimizer.h>
 
 #include <fmt/format.h>
 
-#include "graph_state.h"
+#include "graph_internal.h"
+#include "tensor_format.h"
+#include "train_op.h"
 #include "trainhooks/errors.h"
 
 namespace trainhooks {
 
+using internal::GraphInternal;
 using internal::NodeEntry;
 
 // ---- RunOptions -------------------------------------------------------------------------------
@@ -21,7 +21,8 @@ using internal::NodeEntry;
 void RunOptions::merge_from(const RunOptions& other) {
   trace_level = std::max(trace_level, other.trace_level);
   timeout_in_ms = std::max(timeout_in_ms, other.timeout_in_ms);
-  report_tensor_allocations_upon_oom = report_tensor_allocations_upon_oom || other.report_tensor_allocations_upon_oom;
+  report_tensor_allocations_upon_oom =
+      report_tensor_allocations_upon_oom || other.report_tensor_allocations_upon_oom;
 }
 
 // ---- RunResults -------------------------------------------------------------------------------
@@ -30,7 +31,8 @@ const at::Tensor& RunResults::operator[](Node node) const {
   for (const auto& [n, v] : values_)
     if (n == node) return v;
   std::string name = graph_ && node.index >= 0 && static_cast<size_t>(node.index) < graph_->size()
-                         ? graph_->name(node) : std::to_string(node.index);
+                         ? graph_->name(node)
+                         : std::to_string(node.index);
   if (end_of_input_) {
     throw OutOfRangeError(fmt::format("No value for '{}': the run reached the end of input", name));
   }
@@ -50,7 +52,8 @@ const at::Tensor& RunResults::operator[](std::string_view name) const {
 
 const at::Tensor& RunResults::at(size_t i) const {
   if (i >= values_.size()) {
-    throw InvalidArgument(fmt::format("RunResults::at: index {} out of range (size {})", i, values_.size()));
+    throw InvalidArgument(
+        fmt::format("RunResults::at: index {} out of range (size {})", i, values_.size()));
   }
   return values_[i].second;
 }
@@ -87,31 +90,28 @@ struct Session::Scratch {
 
 namespace {
 
-std::string shape_string(at::IntArrayRef shape) {
-  return fmt::format("[{}]", fmt::join(shape, ", "));
-}
-
-std::string dtype_string(c10::ScalarType t) {
-  std::string s = c10::toString(t);
-  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
+using internal::format_dtype;
+using internal::format_shape;
 
 void check_feed(const NodeEntry& e, const at::Tensor& value) {
-  if (!value.defined()) throw InvalidArgument(fmt::format("The value fed for '{}' is undefined", e.name));
+  if (!value.defined())
+    throw InvalidArgument(fmt::format("The value fed for '{}' is undefined", e.name));
   if (e.kind != NodeKind::kPlaceholder) return;
   const auto& spec = e.placeholder;
   if (spec.dtype && value.scalar_type() != *spec.dtype) {
-    throw InvalidArgument(fmt::format("Cannot feed value of dtype {} for placeholder '{}', which has dtype {}",
-                                      dtype_string(value.scalar_type()), e.name, dtype_string(*spec.dtype)));
+    throw InvalidArgument(
+        fmt::format("Cannot feed value of dtype {} for placeholder '{}', which has dtype {}",
+                    format_dtype(value.scalar_type()), e.name, format_dtype(*spec.dtype)));
   }
   if (spec.shape.known()) {
     const auto& want = spec.shape.dims();
     bool ok = static_cast<size_t>(value.dim()) == want.size();
-    for (size_t i = 0; ok && i < want.size(); ++i) ok = want[i] == -1 || want[i] == value.size(static_cast<int64_t>(i));
+    for (size_t i = 0; ok && i < want.size(); ++i)
+      ok = want[i] == -1 || want[i] == value.size(static_cast<int64_t>(i));
     if (!ok) {
-      throw InvalidArgument(fmt::format("Cannot feed value of shape {} for placeholder '{}', which has shape {}",
-                                        shape_string(value.sizes()), e.name, shape_string(want)));
+      throw InvalidArgument(
+          fmt::format("Cannot feed value of shape {} for placeholder '{}', which has shape {}",
+                      format_shape(value.sizes()), e.name, format_shape(want)));
     }
   }
 }
@@ -134,7 +134,7 @@ RunResults Session::run(const Fetches& fetches, const Feeds& feeds, const RunOpt
 
 void Session::begin_run(const Feeds& feeds, const RunOptions& options, RunMetadata* metadata) {
   auto& s = *scratch_;
-  auto& gs = graph_->state();
+  auto& gs = GraphInternal::state(*graph_);
   size_t n = gs.nodes.size();
   if (s.memo.size() != n) {
     s.memo.resize(n);
@@ -150,7 +150,8 @@ void Session::begin_run(const Feeds& feeds, const RunOptions& options, RunMetada
   s.tracing = options.trace_level >= RunOptions::SOFTWARE_TRACE && metadata != nullptr;
   if (metadata) metadata->clear();
   s.timeout_ms = options.timeout_in_ms;
-  if (s.timeout_ms > 0) s.deadline = env_.clock->steady_seconds() + static_cast<double>(s.timeout_ms) / 1000.0;
+  if (s.timeout_ms > 0)
+    s.deadline = env_.clock->steady_seconds() + static_cast<double>(s.timeout_ms) / 1000.0;
 
   for (const auto& feed : feeds) {
     Node node = graph_->resolve(feed.node);
@@ -181,17 +182,18 @@ void Session::run_into(const Fetches& fetches, const Feeds& feeds, const RunOpti
   run_nodes(resolved_, feeds, options, metadata, out);
 }
 
-void Session::run_nodes(const std::vector<Node>& fetches, const Feeds& feeds, const RunOptions& options,
-                        RunMetadata* metadata, RunResults& out) {
+void Session::run_nodes(const std::vector<Node>& fetches, const Feeds& feeds,
+                        const RunOptions& options, RunMetadata* metadata, RunResults& out) {
   out.clear();
   out.set_graph(graph_);
   out.set_end_of_input(false);
-  const auto& nodes = graph_->state().nodes;
+  const auto& nodes = GraphInternal::state(*graph_).nodes;
   // Gradients only for runs that fetch a train op: evaluation runs keep no autograd graph.
   bool train = false;
   for (Node n : fetches) {
     if (n.index < 0 || static_cast<size_t>(n.index) >= nodes.size()) {
-      throw InvalidArgument(fmt::format("Invalid node handle {} (the graph has {} nodes)", n.index, nodes.size()));
+      throw InvalidArgument(
+          fmt::format("Invalid node handle {} (the graph has {} nodes)", n.index, nodes.size()));
     }
     if (nodes[n.index].kind == NodeKind::kTrainOp) train = true;
   }
@@ -203,7 +205,8 @@ void Session::run_nodes(const std::vector<Node>& fetches, const Feeds& feeds, co
       const at::Tensor& value = evaluate(n);
       // A fetched variable is a snapshot, as in TF: later steps must not change a kept result.
       // Ops still read the live tensor through the Run.
-      bool live_variable = nodes[n.index].kind == NodeKind::kVariable && scratch_->stamp[n.index] != run_id_;
+      bool live_variable =
+          nodes[n.index].kind == NodeKind::kVariable && scratch_->stamp[n.index] != run_id_;
       out.add(n, live_variable ? value.detach().clone() : value);
     }
   } catch (...) {
@@ -221,7 +224,7 @@ void Session::rethrow_with_path(const std::exception_ptr& error) {
   std::string where;
   for (size_t i = 0; i < path.size(); ++i) {
     if (i) where += " <- ";
-    where += graph_->state().nodes[path[i]].name;
+    where += GraphInternal::state(*graph_).nodes[path[i]].name;
   }
   path.clear();
   Code code = Code::kUnknown;
@@ -244,9 +247,10 @@ void Session::rethrow_with_path(const std::exception_ptr& error) {
 
 const at::Tensor& Session::evaluate(Node node) {
   auto& s = *scratch_;
-  auto& gs = graph_->state();
+  auto& gs = GraphInternal::state(*graph_);
   if (node.index < 0 || static_cast<size_t>(node.index) >= s.memo.size()) {
-    throw InvalidArgument(fmt::format("Invalid node handle {} (the graph has {} nodes)", node.index, s.memo.size()));
+    throw InvalidArgument(
+        fmt::format("Invalid node handle {} (the graph has {} nodes)", node.index, s.memo.size()));
   }
   const int32_t i = node.index;
   if (s.stamp[i] == run_id_) {
@@ -254,7 +258,8 @@ const at::Tensor& Session::evaluate(Node node) {
     s.stack.push_back(i);
     if (s.error_path.empty()) s.error_path = s.stack;
     s.stack.pop_back();
-    throw InvalidArgument(fmt::format("Cycle detected: node '{}' depends on itself", gs.nodes[i].name));
+    throw InvalidArgument(
+        fmt::format("Cycle detected: node '{}' depends on itself", gs.nodes[i].name));
   }
   NodeEntry& e = gs.nodes[i];
   // Variables and constants are returned in place: no memo entry, no cycle possible.
@@ -269,10 +274,11 @@ const at::Tensor& Session::evaluate(Node node) {
     switch (e.kind) {
       case NodeKind::kPlaceholder: {
         const auto& spec = e.placeholder;
-        std::string shape = spec.shape.known() ? shape_string(spec.shape.dims()) : "any";
-        std::string dtype = spec.dtype ? dtype_string(*spec.dtype) : "any";
-        throw InvalidArgument(fmt::format("You must feed a value for placeholder '{}' with dtype {} and shape {}",
-                                          e.name, dtype, shape));
+        std::string shape = spec.shape.known() ? format_shape(spec.shape.dims()) : "any";
+        std::string dtype = spec.dtype ? format_dtype(*spec.dtype) : "any";
+        throw InvalidArgument(
+            fmt::format("You must feed a value for placeholder '{}' with dtype {} and shape {}",
+                        e.name, dtype, shape));
       }
       case NodeKind::kOp: {
         Run run(this);
@@ -294,20 +300,8 @@ const at::Tensor& Session::evaluate(Node node) {
       case NodeKind::kTrainOp: {
         auto& t = gs.train_ops[e.train_index];
         const at::Tensor& loss = evaluate(t.loss);
-        if (!loss.defined() || loss.numel() != 1) {
-          throw InvalidArgument(fmt::format("train op '{}': loss '{}' must be a scalar, got shape {}", e.name,
-                                            gs.nodes[t.loss.index].name, loss.defined() ? shape_string(loss.sizes()) : "undefined"));
-        }
-        if (!loss.requires_grad()) {
-          throw FailedPreconditionError(fmt::format(
-              "train op '{}': loss '{}' does not depend on any trainable variable through operations that "
-              "record gradients", e.name, gs.nodes[t.loss.index].name));
-        }
-        t.optimizer->zero_grad();
-        loss.backward();
-        if (t.options.clip_global_norm) torch::nn::utils::clip_grad_norm_(t.params, *t.options.clip_global_norm);
-        t.optimizer->step();
-        ++gs.global_step_value;
+        internal::run_train_step(t, loss, {.train_op = e.name, .loss = gs.nodes[t.loss.index].name},
+                                 gs.global_step_value);
         break;
       }
       case NodeKind::kVariable:
@@ -324,9 +318,11 @@ const at::Tensor& Session::evaluate(Node node) {
   s.evaluated.push_back(i);
   s.stack.pop_back();
   if (!s.error_path.empty()) s.error_path.clear();  // an error caught inside an op is not ours
-  if (s.tracing) s.metadata->step_stats.push_back({node, e.name, start, env_.clock->steady_seconds()});
+  if (s.tracing)
+    s.metadata->step_stats.push_back({node, e.name, start, env_.clock->steady_seconds()});
   if (s.timeout_ms > 0 && env_.clock->steady_seconds() > s.deadline) {
-    throw DeadlineExceededError(fmt::format("Run exceeded its timeout of {} ms after evaluating '{}'", s.timeout_ms, e.name));
+    throw DeadlineExceededError(fmt::format(
+        "Run exceeded its timeout of {} ms after evaluating '{}'", s.timeout_ms, e.name));
   }
   return s.memo[i];
 }

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <cmath>
 
 namespace trainhooks::internal {
@@ -11,8 +12,19 @@ namespace trainhooks::internal {
 std::string format_float(double value, bool single_precision) {
   if (std::isnan(value)) return "nan";
   if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
-  std::string s = single_precision ? fmt::format("{}", static_cast<float>(value)) : fmt::format("{}", value);
+  std::string s =
+      single_precision ? fmt::format("{}", static_cast<float>(value)) : fmt::format("{}", value);
   if (s.find_first_of(".e") == std::string::npos) s += ".0";
+  return s;
+}
+
+std::string format_shape(at::IntArrayRef shape) {
+  return fmt::format("[{}]", fmt::join(shape, ", "));
+}
+
+std::string format_dtype(c10::ScalarType dtype) {
+  std::string s = c10::toString(dtype);
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
 }
 

@@ -1,4 +1,5 @@
-// Text of tensor values in log lines, as a TF user sees numpy values printed.
+// Text of tensors in log lines and messages, as a TF user sees numpy values, shapes and dtypes
+// printed.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -13,5 +14,10 @@ std::string format_float(double value, bool single_precision);
 // nested brackets per dimension, `...` after 3 leading and before 3 trailing entries of any
 // dimension once the tensor has more than 1000 elements).
 std::string format_tensor(const at::Tensor& value);
+
+// "[2, 3]", "[]": a shape in messages.
+std::string format_shape(at::IntArrayRef shape);
+// "float", "long": a dtype in messages, spelled as numpy does.
+std::string format_dtype(c10::ScalarType dtype);
 
 }  // namespace trainhooks::internal

@@ -14,7 +14,6 @@ namespace th = trainhooks;
 
 namespace {
 
-
 TEST(GraphTest, NodesAreIndexedAndFoundByName) {
   th::Graph g;
   auto x = g.placeholder("x");
@@ -37,15 +36,17 @@ TEST(GraphTest, NodesAreIndexedAndFoundByName) {
 TEST(GraphTest, UnknownNameIsNotFound) {
   th::Graph g;
   EXPECT_THROW(g.find("missing"), th::NotFoundError);
-  EXPECT_EQ(th::testing::error_message([&] { g.find("missing"); }), "No node named 'missing' in the graph");
+  EXPECT_EQ(th::testing::error_message([&] { g.find("missing"); }),
+            "No node named 'missing' in the graph");
 }
 
 TEST(GraphTest, DuplicateNameIsRejected) {
   th::Graph g;
   g.variable("w", torch::zeros({1}));
   EXPECT_THROW(g.placeholder("w"), th::AlreadyExistsError);
-  EXPECT_EQ(th::testing::error_message([&] { g.op("w", [](th::Run&) { return torch::zeros({1}); }); }),
-            "Duplicate node name 'w': a variable with that name exists");
+  EXPECT_EQ(
+      th::testing::error_message([&] { g.op("w", [](th::Run&) { return torch::zeros({1}); }); }),
+      "Duplicate node name 'w': a variable with that name exists");
 }
 
 TEST(GraphTest, FinalizedGraphRejectsNewNodes) {
@@ -65,7 +66,8 @@ TEST(GraphTest, InvalidArgumentsNameTheArgument) {
   EXPECT_EQ(th::testing::error_message([&] { g.variable("v", torch::zeros({1}, torch::kLong)); }),
             "variable 'v': a trainable variable must have a floating-point dtype, got Long");
   EXPECT_EQ(th::testing::error_message([&] { g.op("o", nullptr); }), "op 'o': fn is empty");
-  EXPECT_EQ(th::testing::error_message([&] { g.variable("", torch::zeros({1})); }), "variable name must not be empty");
+  EXPECT_EQ(th::testing::error_message([&] { g.variable("", torch::zeros({1})); }),
+            "variable name must not be empty");
   EXPECT_EQ(th::testing::error_message([&] { th::sgd(-0.1); }), "sgd: Invalid learning rate: -0.1");
 }
 
@@ -91,9 +93,9 @@ TEST(GraphTest, AddModuleMakesEveryParameterAndBufferAVariableSharingStorage) {
   auto vars = g.add_module("net", net);
   std::vector<std::string> names;
   for (auto v : vars) names.push_back(g.name(v));
-  EXPECT_EQ(names, (std::vector<std::string>{"net/0.weight", "net/0.bias", "net/1.weight", "net/1.bias",
-                                             "net/1.running_mean", "net/1.running_var",
-                                             "net/1.num_batches_tracked"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"net/0.weight", "net/0.bias", "net/1.weight",
+                                             "net/1.bias", "net/1.running_mean",
+                                             "net/1.running_var", "net/1.num_batches_tracked"}));
   EXPECT_TRUE(g.is_trainable(g.find("net/0.weight")));
   EXPECT_FALSE(g.is_trainable(g.find("net/1.running_mean")));
   // The variable is the module's tensor: changing one changes the other.
@@ -178,10 +180,13 @@ TEST(GraphTest, MinimizeRejectsBadArguments) {
   EXPECT_EQ(th::testing::error_message([&] { g.minimize("t", loss, th::sgd(0.1)); }),
             "minimize 't': there are no trainable variables to optimize");
   auto w = g.variable("w", torch::zeros({1}));
-  EXPECT_EQ(th::testing::error_message([&] { g.minimize("t", loss, th::sgd(0.1), {.clip_global_norm = 0.0}); }),
+  EXPECT_EQ(th::testing::error_message(
+                [&] { g.minimize("t", loss, th::sgd(0.1), {.clip_global_norm = 0.0}); }),
             "minimize 't': invalid clip_global_norm 0");
-  EXPECT_EQ(th::testing::error_message([&] { g.minimize("t", "nope", th::sgd(0.1)); }), "No node named 'nope' in the graph");
-  EXPECT_EQ(th::testing::error_message([&] { g.minimize("t", loss, th::sgd(0.1), {.var_list = {loss}}); }),
+  EXPECT_EQ(th::testing::error_message([&] { g.minimize("t", "nope", th::sgd(0.1)); }),
+            "No node named 'nope' in the graph");
+  EXPECT_EQ(th::testing::error_message(
+                [&] { g.minimize("t", loss, th::sgd(0.1), {.var_list = {loss}}); }),
             "minimize 't': var_list entry loss is not a variable");
   (void)w;
 }
@@ -221,6 +226,26 @@ TEST(GraphTest, LearningRateCanBeReadAndChanged) {
   th::set_learning_rate(g.optimizer(train), 0.5);
   EXPECT_DOUBLE_EQ(th::learning_rate(g.optimizer(train)), 0.5);
   EXPECT_THROW(g.optimizer(w), th::InvalidArgument);
+}
+
+TEST(GraphTest, MakeOptimizerGivesAFreshOptimizerOfTheTrainOpsKind) {
+  th::Graph g;
+  torch::nn::Linear net(2, 1);
+  auto vars = g.add_module("net", net);
+  auto loss = g.op("loss", [n = net.ptr()](th::Run&) {
+    return n->forward(torch::ones({3, 2})).sum();
+  });
+  auto train = g.minimize("train", loss, th::sgd(0.1, {.momentum = 0.9}), {.var_list = {vars[0]}});
+  th::Session(g).run(train);
+  EXPECT_EQ(g.optimizer_name(train), "sgd");
+  auto fresh = g.make_optimizer(train);
+  ASSERT_NE(dynamic_cast<torch::optim::SGD*>(fresh.get()), nullptr);
+  EXPECT_TRUE(fresh->state().empty());
+  EXPECT_EQ(g.optimizer(train).state().size(), 1u);  // the live one keeps its momentum
+  ASSERT_EQ(fresh->parameters().size(), 1u);
+  EXPECT_TRUE(fresh->parameters()[0].is_same(g.variable_value(vars[0])));
+  EXPECT_THROW(g.make_optimizer(vars[0]), th::InvalidArgument);
+  EXPECT_THROW(g.optimizer_name(loss), th::InvalidArgument);
 }
 
 }  // namespace

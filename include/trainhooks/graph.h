@@ -31,6 +31,7 @@
 #include <utility>
 #include <vector>
 
+#include "trainhooks/gradient_transforms.h"
 #include "trainhooks/input.h"
 #include "trainhooks/node.h"
 #include "trainhooks/optimizers.h"
@@ -45,7 +46,8 @@ class Run;
 
 namespace internal {
 struct GraphState;
-}
+class GraphInternal;
+}  // namespace internal
 
 enum class NodeKind { kPlaceholder, kVariable, kConstant, kOp, kInput, kGlobalStep, kTrainOp };
 const char* node_kind_name(NodeKind kind);  // "placeholder", "variable", ...
@@ -77,9 +79,14 @@ struct VariableOptions {
 };
 
 struct MinimizeOptions {
-  // Clip the gradients' global L2 norm to this value before the optimizer step.
+  // Clip the gradients' global L2 norm to this value before the optimizer step: the first
+  // gradient transform, clip_by_global_norm(*clip_global_norm).
   std::optional<double> clip_global_norm;
+  // Applied in this order after clip_global_norm, between backward and the optimizer step
+  // (gradient_transforms.h). Empty: the gradients reach the optimizer as backward made them.
+  std::vector<GradientTransform> gradient_transforms;
   // Variables to train; empty: every trainable variable that exists when minimize() is called.
+  // The transforms' gradients are in this order.
   std::vector<Node> var_list;
 };
 
@@ -112,7 +119,7 @@ class Graph {
   // graph's state. Returns the new variables in the module's order.
   std::vector<Node> add_module(std::string name, std::shared_ptr<torch::nn::Module> module);
   template <typename Holder>
-    requires requires(const Holder& h) { h.ptr(); }
+  requires requires(const Holder& h) { h.ptr(); }
   std::vector<Node> add_module(std::string name, const Holder& module) {
     return add_module(std::move(name), std::shared_ptr<torch::nn::Module>(module.ptr()));
   }
@@ -120,7 +127,8 @@ class Graph {
   // A batch input over `source`: one node per component (`name/<component>`), all advancing
   // together, once per run that evaluates any of them. At the end of data they raise
   // OutOfRangeError. See input.h for a torch::data dataset adapter.
-  InputNodes input(std::string name, std::shared_ptr<InputSource> source, InputOptions options = {});
+  InputNodes input(std::string name, std::shared_ptr<InputSource> source,
+                   InputOptions options = {});
 
   // The global step: get-or-create, an int64 scalar, not trainable. Kept as a host integer;
   // fetching it materialises a tensor.
@@ -129,8 +137,9 @@ class Graph {
   int64_t global_step_value() const;
   void set_global_step_value(int64_t step);
 
-  // A train op: zeroes the gradients, back-propagates `loss`, optionally clips, steps the
-  // optimizer and increments the global step (created if missing). Its value is undefined.
+  // A train op: zeroes the gradients, back-propagates `loss`, applies the gradient transforms
+  // (clip_global_norm, then gradient_transforms), steps the optimizer and increments the global
+  // step (created if missing). Its value is undefined.
   Node minimize(std::string name, NodeRef loss, OptimizerFactory optimizer,
                 MinimizeOptions options = {});
 
@@ -156,6 +165,11 @@ class Graph {
   bool is_trainable(Node variable) const;
   // The optimizer of a train op (for learning-rate changes and checkpoints).
   torch::optim::Optimizer& optimizer(Node train_op);
+  // A new optimizer of the same kind over the same variables, with fresh state, made by the train
+  // op's factory: for checking a saved optimizer state without touching the live one.
+  std::unique_ptr<torch::optim::Optimizer> make_optimizer(Node train_op) const;
+  // The name of the train op's optimizer factory ("sgd", "adam", ...), for messages.
+  const std::string& optimizer_name(Node train_op) const;
   Node train_op_loss(Node train_op) const;
   // Position of an input (any of its component nodes).
   InputPosition input_position(Node input) const;
@@ -183,10 +197,9 @@ class Graph {
     return *static_cast<T*>(slot.get());
   }
 
-  internal::GraphState& state() { return *state_; }
-  const internal::GraphState& state() const { return *state_; }
-
  private:
+  // The evaluator's access to the representation (src/graph_internal.h).
+  friend class internal::GraphInternal;
   Node add_node(std::string name, NodeKind kind);
   std::shared_ptr<void>& extension_slot(std::type_index type);
   std::unique_ptr<internal::GraphState> state_;

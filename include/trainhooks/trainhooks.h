@@ -9,6 +9,7 @@
 #include "trainhooks/coordinator.h"
 #include "trainhooks/env.h"
 #include "trainhooks/errors.h"
+#include "trainhooks/gradient_transforms.h"
 #include "trainhooks/graph.h"
 #include "trainhooks/hook.h"
 #include "trainhooks/hooks/checkpoint_saver_hook.h"

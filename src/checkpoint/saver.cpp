@@ -25,7 +25,6 @@
 
 #include "checkpoint/checkpoint_file.h"
 #include "checkpoint/optimizer_state.h"
-#include "graph_state.h"
 #include "util/crc32c.h"
 #include "trainhooks/checkpoint/checkpoint_state.h"
 #include "trainhooks/errors.h"
@@ -381,7 +380,6 @@ Plan check(Graph& g, const internal::CheckpointContents& cp) {
     plan.variables.emplace_back(v, t);
   }
 
-  auto& gs = g.state();
   std::set<std::string> used;
   for (Node t : g.train_ops()) {
     const auto& name = g.name(t);
@@ -395,7 +393,6 @@ Plan check(Graph& g, const internal::CheckpointContents& cp) {
     used.insert(name);
     // A state that does not fit fails here, before anything changed: an archive is loaded into
     // a scratch optimizer over the same variables.
-    auto& op = gs.train_ops[gs.nodes[t.index].train_index];
     try {
       const internal::OptimizerState& s = it->second;
       size_t groups = 0;
@@ -403,7 +400,7 @@ Plan check(Graph& g, const internal::CheckpointContents& cp) {
         internal::check_encoded_optimizer(s.encoded, g.optimizer(t));
         groups = g.optimizer(t).param_groups().size();
       } else {
-        auto scratch = op.factory.make(op.params);
+        auto scratch = g.make_optimizer(t);
         torch::serialize::InputArchive archive;
         archive.load_from(s.archive.data(), s.archive.size());
         scratch->load(archive);
@@ -417,7 +414,7 @@ Plan check(Graph& g, const internal::CheckpointContents& cp) {
       throw InvalidArgument(
           fmt::format("The optimizer state of train op '{}' in the checkpoint '{}' does not fit "
                       "its {} optimizer: {}",
-                      name, cp.path, op.factory.name, internal::first_line(e)));
+                      name, cp.path, g.optimizer_name(t), internal::first_line(e)));
     }
     plan.optimizers.emplace_back(t, &it->second);
   }
@@ -610,7 +607,8 @@ std::optional<std::string> Saver::latest_checkpoint(const std::string& checkpoin
   return std::nullopt;
 }
 
-std::function<void(Session&)> restore_latest_checkpoint(std::shared_ptr<Saver> saver, std::string checkpoint_dir) {
+std::function<void(Session&)> restore_latest_checkpoint(std::shared_ptr<Saver> saver,
+                                                        std::string checkpoint_dir) {
   if (!saver) throw InvalidArgument("restore_latest_checkpoint: saver is null");
   return [saver = std::move(saver), dir = std::move(checkpoint_dir)](Session& session) {
     saver->restore_latest(session, dir);
@@ -619,7 +617,9 @@ std::function<void(Session&)> restore_latest_checkpoint(std::shared_ptr<Saver> s
 
 std::function<void(Session&)> restore_checkpoint(std::shared_ptr<Saver> saver, std::string path) {
   if (!saver) throw InvalidArgument("restore_checkpoint: saver is null");
-  return [saver = std::move(saver), path = std::move(path)](Session& session) { saver->restore(session, path); };
+  return [saver = std::move(saver), path = std::move(path)](Session& session) {
+    saver->restore(session, path);
+  };
 }
 
 }  // namespace trainhooks

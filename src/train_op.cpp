@@ -1,0 +1,88 @@
+#include "train_op.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+#include <c10/util/Exception.h>
+
+#include <fmt/format.h>
+
+#include <span>
+
+#include "tensor_format.h"
+#include "trainhooks/errors.h"
+
+namespace trainhooks::internal {
+
+namespace {
+
+std::string transform_name(const TrainOp& op, size_t i) {
+  if (op.clips && i == 0) return "clip_global_norm";
+  return fmt::format("gradient_transforms[{}]", op.clips ? i - 1 : i);
+}
+
+// Runs op.transforms over the gradients, then makes each entry its variable's gradient. Nothing
+// reaches the variables before every transform has run and every replacement has been checked.
+void transform_gradients(TrainOp& op, std::string_view train_op) {
+  at::NoGradGuard no_grad;
+  op.grads.resize(op.params.size());
+  for (size_t i = 0; i < op.params.size(); ++i) op.grads[i] = op.params[i].grad();
+  for (size_t i = 0; i < op.transforms.size(); ++i) {
+    auto fail = [&](Code code, std::string_view message) {
+      op.grads.assign(op.grads.size(), at::Tensor());
+      throw_error(code, fmt::format("train op '{}': {} failed: {}", train_op, transform_name(op, i),
+                                    message));
+    };
+    try {
+      op.transforms[i](std::span<at::Tensor>(op.grads));
+    } catch (const Error& e) {
+      fail(e.code(), e.what());
+    } catch (const c10::Error& e) {
+      fail(Code::kInvalidArgument, e.what_without_backtrace());
+    } catch (const std::exception& e) {
+      fail(Code::kUnknown, e.what());
+    }
+  }
+  for (size_t i = 0; i < op.params.size(); ++i) {
+    const at::Tensor& g = op.grads[i];
+    const at::Tensor& p = op.params[i];
+    if (g.is_same(p.grad()) || !g.defined()) continue;
+    if (g.sizes() != p.sizes() || g.scalar_type() != p.scalar_type()) {
+      const std::string message = fmt::format(
+          "train op '{}': the gradient transforms replaced the gradient of variable '{}' with "
+          "one of shape {} and dtype {}; the variable has shape {} and dtype {}",
+          train_op, op.var_names[i], format_shape(g.sizes()), format_dtype(g.scalar_type()),
+          format_shape(p.sizes()), format_dtype(p.scalar_type()));
+      op.grads.assign(op.grads.size(), at::Tensor());
+      throw InvalidArgument(message);
+    }
+  }
+  for (size_t i = 0; i < op.params.size(); ++i) {
+    if (!op.grads[i].is_same(op.params[i].grad())) op.params[i].mutable_grad() = op.grads[i];
+  }
+  // The span's references would keep replaced gradients alive until the next step.
+  op.grads.assign(op.grads.size(), at::Tensor());
+}
+
+}  // namespace
+
+void run_train_step(TrainOp& op, const at::Tensor& loss, const TrainStepNames& names,
+                    int64_t& global_step) {
+  if (!loss.defined() || loss.numel() != 1) {
+    throw InvalidArgument(fmt::format("train op '{}': loss '{}' must be a scalar, got shape {}",
+                                      names.train_op, names.loss,
+                                      loss.defined() ? format_shape(loss.sizes()) : "undefined"));
+  }
+  if (!loss.requires_grad()) {
+    throw FailedPreconditionError(fmt::format(
+        "train op '{}': loss '{}' does not depend on any trainable variable through operations "
+        "that record gradients",
+        names.train_op, names.loss));
+  }
+  op.optimizer->zero_grad();
+  loss.backward();
+  if (!op.transforms.empty()) transform_gradients(op, names.train_op);
+  op.optimizer->step();
+  ++global_step;
+}
+
+}  // namespace trainhooks::internal

@@ -1,0 +1,55 @@
+// A train op made by Graph::minimize, and its step, which the evaluator runs when the train op is
+// evaluated (session.cpp only dispatches to it):
+//   check the loss (a scalar that records gradients) -> zero_grad -> loss.backward() ->
+//   the gradient transforms in order (gradient_transforms.h) -> optimizer step -> ++global_step
+// A step that throws before the optimizer step leaves the variables, the optimizer state and the
+// global step unchanged.
+//
+//   internal::run_train_step(op, loss_value, {.train_op = "train", .loss = "loss"}, global_step);
+//
+// Not thread-safe, as Graph.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <torch/optim/optimizer.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "trainhooks/gradient_transforms.h"
+#include "trainhooks/node.h"
+#include "trainhooks/optimizers.h"
+
+namespace trainhooks::internal {
+
+struct TrainOp {
+  Node loss;
+  OptimizerFactory factory;
+  std::vector<Node> vars;
+  std::vector<std::string> var_names;  // for messages
+  std::vector<at::Tensor> params;
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  // MinimizeOptions::clip_global_norm's transform when set (clips == true), then the
+  // MinimizeOptions::gradient_transforms.
+  std::vector<GradientTransform> transforms;
+  bool clips = false;
+  std::vector<at::Tensor> grads;  // scratch: the transforms' span
+};
+
+// Names for the step's messages.
+struct TrainStepNames {
+  std::string_view train_op;
+  std::string_view loss;
+};
+
+// One step of `op` with `loss`, this run's value of op.loss; increments `global_step`.
+// InvalidArgument for a loss that is not a scalar, FailedPreconditionError for one that records
+// no gradient; a transform's error keeps its type and gains the train op's and the transform's
+// names.
+void run_train_step(TrainOp& op, const at::Tensor& loss, const TrainStepNames& names,
+                    int64_t& global_step);
+
+}  // namespace trainhooks::internal
