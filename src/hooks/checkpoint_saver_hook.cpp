@@ -36,15 +36,11 @@ TimerOptions saver_timer(const std::string& dir, const CheckpointSaverHookOption
     if (!o.listeners[i])
       throw InvalidArgument(fmt::format("CheckpointSaverHook: listeners[{}] is null", i));
   }
-  if (o.save_steps && *o.save_steps <= 0 && !o.save_secs) {
-    throw InvalidArgument(fmt::format(
-        "CheckpointSaverHook: invalid save_steps {} (must be positive)", *o.save_steps));
-  }
-  if (o.save_secs && !(*o.save_secs > 0) && !o.save_steps) {
-    throw InvalidArgument(
-        fmt::format("CheckpointSaverHook: invalid save_secs {} (must be positive)", *o.save_secs));
-  }
-  return {.every_secs = o.save_secs, .every_steps = o.save_steps};
+  return {.every_secs = o.save_secs,
+          .every_steps = o.save_steps,
+          .owner = "CheckpointSaverHook",
+          .secs_name = "save_secs",
+          .steps_name = "save_steps"};
 }
 
 // TF prints the listener object; its type is the useful part here.
