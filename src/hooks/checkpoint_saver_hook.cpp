@@ -123,9 +123,8 @@ CheckpointSaverHook::CheckpointSaverHook(std::string checkpoint_dir,
 CheckpointSaverHook::~CheckpointSaverHook() = default;
 
 void CheckpointSaverHook::begin() {
+  require_global_step("CheckpointSaverHook");
   Graph& g = graph();
-  if (!g.has_global_step())
-    throw RuntimeError("Global step should be created to use CheckpointSaverHook.");
   if (options_.saver && &options_.saver->graph() != &g) {
     throw InvalidArgument(
         "CheckpointSaverHook: the given saver belongs to another graph than the session's");
@@ -151,8 +150,7 @@ void CheckpointSaverHook::begin() {
     throw FileError(fmt::format("CheckpointSaverHook: cannot open the event file in '{}': {}", checkpoint_dir_,
                                 e.what()));
   }
-  timer_.set_clock(env().clock);
-  timer_.reset();
+  reset_timer(timer_);
   for (auto& l : options_.listeners) l->begin();
 }
 

@@ -40,10 +40,7 @@ void LoggingTensorHook::validate() {
 }
 
 void LoggingTensorHook::begin() {
-  if (timer_) {
-    timer_->set_clock(env().clock);
-    timer_->reset();
-  }
+  if (timer_) reset_timer(*timer_);
   iter_count_ = 0;
   nodes_.clear();
   fetches_.clear();

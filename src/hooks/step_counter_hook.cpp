@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include "trainhooks/errors.h"
-#include "trainhooks/graph.h"
 #include "trainhooks/summary/event_writer.h"
 
 namespace trainhooks {
@@ -29,10 +28,8 @@ StepCounterHook::StepCounterHook(StepCounterHookOptions options)
     : options_(std::move(options)), timer_(step_counter_timer(options_)) {}
 
 void StepCounterHook::begin() {
-  if (!graph().has_global_step())
-    throw RuntimeError("Global step should be created to use StepCounterHook.");
-  timer_.set_clock(env().clock);
-  timer_.reset();
+  require_global_step("StepCounterHook");
+  reset_timer(timer_);
   last_global_step_.reset();
   writer_ = options_.summary_writer;
   if (!writer_ && !options_.output_dir.empty())

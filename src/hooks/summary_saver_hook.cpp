@@ -26,10 +26,8 @@ SummarySaverHook::SummarySaverHook(SummarySaverHookOptions options)
               .steps_name = "save_steps"}) {}
 
 void SummarySaverHook::begin() {
-  if (!graph().has_global_step())
-    throw RuntimeError("Global step should be created to use SummarySaverHook.");
-  timer_.set_clock(env().clock);
-  timer_.reset();
+  require_global_step("SummarySaverHook");
+  reset_timer(timer_);
   writer_ = options_.summary_writer ? options_.summary_writer
                                     : summary::EventWriter::for_logdir(options_.output_dir);
   nodes_.clear();
