@@ -1,5 +1,7 @@
 #include "trainhooks/errors.h"
 
+#include <fmt/format.h>
+
 namespace trainhooks {
 
 const char* code_name(Code code) {
@@ -41,5 +43,17 @@ void throw_error(Code code, const std::string& message) {
   }
   throw UnknownError(message);
 }
+
+namespace internal {
+
+void throw_not_positive(std::string_view owner, std::string_view arg, int64_t value) {
+  throw InvalidArgument(fmt::format("{}: {} must be positive, got {}", owner, arg, value));
+}
+
+void throw_not_positive(std::string_view owner, std::string_view arg, double value) {
+  throw InvalidArgument(fmt::format("{}: {} must be positive, got {}", owner, arg, value));
+}
+
+}  // namespace internal
 
 }  // namespace trainhooks

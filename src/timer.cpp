@@ -7,19 +7,19 @@
 namespace trainhooks {
 
 SecondOrStepTimer::SecondOrStepTimer(TimerOptions options, std::shared_ptr<Clock> clock)
-    : options_(options), clock_(clock ? std::move(clock) : Env::system().clock) {
-  if (options_.every_secs && options_.every_steps) {
-    throw InvalidArgument("Can not provide both every_secs and every_steps.");
+    : options_(std::move(options)), clock_(clock ? std::move(clock) : Env::system().clock) {
+  const auto& o = options_;
+  if (o.every_secs.has_value() == o.every_steps.has_value()) {
+    if (!o.exactly_one_message.empty()) throw InvalidArgument(o.exactly_one_message);
+    if (o.every_secs) {
+      throw InvalidArgument(
+          fmt::format("Can not provide both {} and {}.", o.secs_name, o.steps_name));
+    }
+    throw InvalidArgument(
+        fmt::format("Either {} or {} should be provided.", o.secs_name, o.steps_name));
   }
-  if (!options_.every_secs && !options_.every_steps) {
-    throw InvalidArgument("Either every_secs or every_steps should be provided.");
-  }
-  if (options_.every_secs && !(*options_.every_secs >= 0)) {
-    throw InvalidArgument(fmt::format("Invalid every_secs: {}", *options_.every_secs));
-  }
-  if (options_.every_steps && *options_.every_steps < 0) {
-    throw InvalidArgument(fmt::format("Invalid every_steps: {}", *options_.every_steps));
-  }
+  if (o.every_secs) check_positive(o.owner, o.secs_name, *o.every_secs);
+  if (o.every_steps) check_positive(o.owner, o.steps_name, *o.every_steps);
 }
 
 void SecondOrStepTimer::reset() {
@@ -34,12 +34,14 @@ void SecondOrStepTimer::set_clock(std::shared_ptr<Clock> clock) {
 bool SecondOrStepTimer::should_trigger_for_step(int64_t step) const {
   if (!last_step_) return true;
   if (*last_step_ == step) return false;
-  if (options_.every_secs && clock_->steady_seconds() >= *last_time_ + *options_.every_secs) return true;
+  if (options_.every_secs && clock_->steady_seconds() >= *last_time_ + *options_.every_secs)
+    return true;
   if (options_.every_steps && step >= *last_step_ + *options_.every_steps) return true;
   return false;
 }
 
-std::optional<SecondOrStepTimer::Elapsed> SecondOrStepTimer::update_last_triggered_step(int64_t step) {
+std::optional<SecondOrStepTimer::Elapsed> SecondOrStepTimer::update_last_triggered_step(
+    int64_t step) {
   double now = clock_->steady_seconds();
   std::optional<Elapsed> elapsed;
   if (last_time_) elapsed = Elapsed{now - *last_time_, step - *last_step_};

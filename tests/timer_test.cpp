@@ -2,9 +2,12 @@
 
 #include <gtest/gtest.h>
 
-#include "test_util.h"
-
+#include <cmath>
+#include <cstdint>
 #include <memory>
+#include <optional>
+
+#include "test_util.h"
 
 #include "trainhooks/env.h"
 #include "trainhooks/errors.h"
@@ -13,8 +16,6 @@ namespace th = trainhooks;
 
 namespace {
 
-// The message of the InvalidArgument thrown by `fn`, or "" if it throws nothing.
-
 TEST(SecondOrStepTimerTest, RaisesWhenBothSecsAndStepsAreGiven) {
   EXPECT_EQ(th::testing::error_message<th::InvalidArgument>(
                 [] { th::SecondOrStepTimer({.every_secs = 2.0, .every_steps = 10}); }),
@@ -22,15 +23,56 @@ TEST(SecondOrStepTimerTest, RaisesWhenBothSecsAndStepsAreGiven) {
 }
 
 TEST(SecondOrStepTimerTest, RaisesWhenNeitherSecsNorStepsIsGiven) {
-  EXPECT_EQ(th::testing::error_message<th::InvalidArgument>([] { th::SecondOrStepTimer(th::TimerOptions{}); }),
+  EXPECT_EQ(th::testing::error_message<th::InvalidArgument>(
+                [] { th::SecondOrStepTimer(th::TimerOptions{}); }),
             "Either every_secs or every_steps should be provided.");
 }
 
-TEST(SecondOrStepTimerTest, RejectsNegativeIntervals) {
-  EXPECT_EQ(th::testing::error_message<th::InvalidArgument>([] { th::SecondOrStepTimer({.every_secs = -1.0}); }),
-            "Invalid every_secs: -1");
-  EXPECT_EQ(th::testing::error_message<th::InvalidArgument>([] { th::SecondOrStepTimer({.every_steps = -3}); }),
-            "Invalid every_steps: -3");
+TEST(SecondOrStepTimerTest, RejectsIntervalsThatAreNotPositive) {
+  auto message = [](th::TimerOptions o) {
+    return th::testing::error_message<th::InvalidArgument>([&] { th::SecondOrStepTimer t(o); });
+  };
+  EXPECT_EQ(message({.every_secs = -1.0}),
+            "SecondOrStepTimer: every_secs must be positive, got -1");
+  EXPECT_EQ(message({.every_secs = 0.0}), "SecondOrStepTimer: every_secs must be positive, got 0");
+  EXPECT_EQ(message({.every_secs = std::nan("")}),
+            "SecondOrStepTimer: every_secs must be positive, got nan");
+  EXPECT_EQ(message({.every_steps = -3}),
+            "SecondOrStepTimer: every_steps must be positive, got -3");
+  EXPECT_EQ(message({.every_steps = 0}), "SecondOrStepTimer: every_steps must be positive, got 0");
+  EXPECT_EQ(message({.every_secs = 0.5}), "");
+  EXPECT_EQ(message({.every_steps = 1}), "");
+}
+
+TEST(SecondOrStepTimerTest, ErrorsNameTheOwnersArguments) {
+  auto message = [](std::optional<double> secs, std::optional<int64_t> steps) {
+    return th::testing::error_message<th::InvalidArgument>([&] {
+      th::SecondOrStepTimer t({.every_secs = secs,
+                               .every_steps = steps,
+                               .owner = "CheckpointSaverHook",
+                               .secs_name = "save_secs",
+                               .steps_name = "save_steps"});
+    });
+  };
+  EXPECT_EQ(message(10.0, 20), "Can not provide both save_secs and save_steps.");
+  EXPECT_EQ(message(std::nullopt, std::nullopt),
+            "Either save_secs or save_steps should be provided.");
+  EXPECT_EQ(message(std::nullopt, 0), "CheckpointSaverHook: save_steps must be positive, got 0");
+  EXPECT_EQ(message(-2.5, std::nullopt),
+            "CheckpointSaverHook: save_secs must be positive, got -2.5");
+}
+
+TEST(SecondOrStepTimerTest, ExactlyOneMessageReplacesTheBothAndNeitherTexts) {
+  auto message = [](std::optional<double> secs, std::optional<int64_t> steps) {
+    return th::testing::error_message<th::InvalidArgument>([&] {
+      th::SecondOrStepTimer t({.every_secs = secs,
+                               .every_steps = steps,
+                               .exactly_one_message = "exactly one, please."});
+    });
+  };
+  EXPECT_EQ(message(1.0, 1), "exactly one, please.");
+  EXPECT_EQ(message(std::nullopt, std::nullopt), "exactly one, please.");
+  EXPECT_EQ(message(std::nullopt, -1), "SecondOrStepTimer: every_steps must be positive, got -1");
 }
 
 TEST(SecondOrStepTimerTest, EveryStepsTriggersFirstThenAfterEveryStepsSteps) {
@@ -68,8 +110,8 @@ TEST(SecondOrStepTimerTest, EverySecsIgnoresTheNumberOfSteps) {
 
 TEST(SecondOrStepTimerTest, NeverTriggersTwiceForTheSameStep) {
   auto clock = std::make_shared<th::FakeClock>();
-  th::SecondOrStepTimer by_steps({.every_steps = 0}, clock);
-  th::SecondOrStepTimer by_secs({.every_secs = 0.0}, clock);
+  th::SecondOrStepTimer by_steps({.every_steps = 1}, clock);
+  th::SecondOrStepTimer by_secs({.every_secs = 1.0}, clock);
   by_steps.update_last_triggered_step(7);
   by_secs.update_last_triggered_step(7);
   clock->advance(100);

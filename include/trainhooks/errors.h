@@ -5,8 +5,11 @@
 // (`loss <- y_pred <- x`) for errors raised while evaluating a graph.
 #pragma once
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <type_traits>
 
 namespace trainhooks {
 
@@ -39,9 +42,9 @@ class Error : public std::runtime_error {
   Code code_;
 };
 
-#define TRAINHOOKS_DEFINE_ERROR(Name, code_value) \
-  class Name : public Error {                     \
-   public:                                        \
+#define TRAINHOOKS_DEFINE_ERROR(Name, code_value)                             \
+  class Name : public Error {                                                 \
+   public:                                                                    \
     explicit Name(const std::string& message) : Error(code_value, message) {} \
   };
 
@@ -83,10 +86,32 @@ class FileError : public Error {
 class NanLossDuringTrainingError : public Error {
  public:
   NanLossDuringTrainingError() : Error(Code::kInvalidArgument, "NaN loss during training.") {}
-  explicit NanLossDuringTrainingError(const std::string& message) : Error(Code::kInvalidArgument, message) {}
+  explicit NanLossDuringTrainingError(const std::string& message)
+      : Error(Code::kInvalidArgument, message) {}
 };
 
 // Throws the Error subclass that matches `code` (InvalidArgument for kInvalidArgument, ...), so a
 // rethrown error keeps its type after its message has been extended.
 [[noreturn]] void throw_error(Code code, const std::string& message);
+
+namespace internal {
+[[noreturn]] void throw_not_positive(std::string_view owner, std::string_view arg, int64_t value);
+[[noreturn]] void throw_not_positive(std::string_view owner, std::string_view arg, double value);
+}  // namespace internal
+
+// The one check and text for a numeric option that must be positive (NaN is not):
+// InvalidArgument("<owner>: <arg> must be positive, got <value>"), e.g.
+// check_positive("CheckpointSaverHook", "save_steps", 0) raises
+// "CheckpointSaverHook: save_steps must be positive, got 0".
+template <typename T>
+requires std::is_arithmetic_v<T>
+void check_positive(std::string_view owner, std::string_view arg, T value) {
+  if (value > 0) return;
+  if constexpr (std::is_floating_point_v<T>) {
+    internal::throw_not_positive(owner, arg, static_cast<double>(value));
+  } else {
+    internal::throw_not_positive(owner, arg, static_cast<int64_t>(value));
+  }
+}
+
 }  // namespace trainhooks

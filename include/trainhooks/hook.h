@@ -21,7 +21,14 @@
 //   };
 //
 // Hooks read time, sleep and log through env() (the session's Env unless set_env() gave one).
+//
+// What most hooks repeat is offered once: require_global_step("MyHook") in begin() raises TF's
+// "Global step should be created to use MyHook."; a SecondOrStepTimer built in the constructor
+// (which validates the options, timer.h) is bound to env()'s clock and restarted by
+// reset_timer(timer_) in begin(), so a hook reused by another session starts afresh.
 #pragma once
+
+#include <string_view>
 
 #include "trainhooks/env.h"
 #include "trainhooks/node.h"
@@ -31,6 +38,7 @@ namespace trainhooks {
 
 class Coordinator;
 class Graph;
+class SecondOrStepTimer;
 
 struct SessionRunArgs {
   Fetches fetches;
@@ -82,6 +90,12 @@ class SessionRunHook {
   // The graph of the session that runs this hook; valid from begin() on.
   Graph& graph() const;
   const Env& env() const { return env_; }
+
+  // TF's RuntimeError "Global step should be created to use <hook_name>." when the graph has no
+  // global step. From begin() on.
+  void require_global_step(std::string_view hook_name) const;
+  // Binds `timer` to env()'s clock and forgets its last trigger. From begin() on.
+  void reset_timer(SecondOrStepTimer& timer) const;
 
  private:
   Graph* graph_ = nullptr;

@@ -5,13 +5,23 @@
 // update_last_triggered_step(step) records a trigger and returns the elapsed (seconds, steps)
 // since the previous one (nullopt the first time).
 //
+// The timer owns the rule "exactly one of them, and it is positive" and its error texts, for every
+// periodic hook: a hook passes its own argument names, so its user reads TF's texts in the hook's
+// terms ("Can not provide both save_secs and save_steps.").
+//
 //   th::SecondOrStepTimer timer({.every_steps = 100});
-//   if (timer.should_trigger_for_step(step)) { auto elapsed = timer.update_last_triggered_step(step); }
+//   if (timer.should_trigger_for_step(step)) { auto elapsed =
+//   timer.update_last_triggered_step(step); }
+//
+//   // In a hook: validated in its constructor, bound to its Env clock in begin() (hook.h).
+//   timer_({.every_secs = o.save_secs, .every_steps = o.save_steps,
+//           .owner = "CheckpointSaverHook", .secs_name = "save_secs", .steps_name = "save_steps"})
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 
 #include "trainhooks/env.h"
@@ -21,6 +31,14 @@ namespace trainhooks {
 struct TimerOptions {
   std::optional<double> every_secs;
   std::optional<int64_t> every_steps;
+  // How errors name things: the component that uses the timer and its arguments for every_secs
+  // and every_steps.
+  std::string owner = "SecondOrStepTimer";
+  std::string secs_name = "every_secs";
+  std::string steps_name = "every_steps";
+  // The text for "not exactly one of them" where TF words it for the owner (StepCounterHook,
+  // LoggingTensorHook); empty: TF's SecondOrStepTimer texts with the names above.
+  std::string exactly_one_message;
 };
 
 class SecondOrStepTimer {
@@ -30,7 +48,10 @@ class SecondOrStepTimer {
     int64_t steps;
   };
 
-  // Exactly one of every_secs and every_steps (InvalidArgument otherwise).
+  // Exactly one of every_secs and every_steps, and it must be positive. InvalidArgument otherwise:
+  //   "Can not provide both <secs_name> and <steps_name>."           (or exactly_one_message)
+  //   "Either <secs_name> or <steps_name> should be provided."        (or exactly_one_message)
+  //   "<owner>: <steps_name> must be positive, got 0"
   explicit SecondOrStepTimer(TimerOptions options, std::shared_ptr<Clock> clock = nullptr);
 
   void reset();

@@ -36,15 +36,11 @@ TimerOptions saver_timer(const std::string& dir, const CheckpointSaverHookOption
     if (!o.listeners[i])
       throw InvalidArgument(fmt::format("CheckpointSaverHook: listeners[{}] is null", i));
   }
-  if (o.save_steps && *o.save_steps <= 0 && !o.save_secs) {
-    throw InvalidArgument(fmt::format(
-        "CheckpointSaverHook: invalid save_steps {} (must be positive)", *o.save_steps));
-  }
-  if (o.save_secs && !(*o.save_secs > 0) && !o.save_steps) {
-    throw InvalidArgument(
-        fmt::format("CheckpointSaverHook: invalid save_secs {} (must be positive)", *o.save_secs));
-  }
-  return {.every_secs = o.save_secs, .every_steps = o.save_steps};
+  return {.every_secs = o.save_secs,
+          .every_steps = o.save_steps,
+          .owner = "CheckpointSaverHook",
+          .secs_name = "save_secs",
+          .steps_name = "save_steps"};
 }
 
 // TF prints the listener object; its type is the useful part here.
@@ -127,9 +123,8 @@ CheckpointSaverHook::CheckpointSaverHook(std::string checkpoint_dir,
 CheckpointSaverHook::~CheckpointSaverHook() = default;
 
 void CheckpointSaverHook::begin() {
+  require_global_step("CheckpointSaverHook");
   Graph& g = graph();
-  if (!g.has_global_step())
-    throw RuntimeError("Global step should be created to use CheckpointSaverHook.");
   if (options_.saver && &options_.saver->graph() != &g) {
     throw InvalidArgument(
         "CheckpointSaverHook: the given saver belongs to another graph than the session's");
@@ -155,8 +150,7 @@ void CheckpointSaverHook::begin() {
     throw FileError(fmt::format("CheckpointSaverHook: cannot open the event file in '{}': {}", checkpoint_dir_,
                                 e.what()));
   }
-  timer_.set_clock(env().clock);
-  timer_.reset();
+  reset_timer(timer_);
   for (auto& l : options_.listeners) l->begin();
 }
 

@@ -2,16 +2,14 @@
 
 #include <fmt/format.h>
 
-#include "trainhooks/errors.h"
-#include "trainhooks/graph.h"
-
 namespace trainhooks {
 
-GlobalStepWaiterHook::GlobalStepWaiterHook(int64_t wait_until_step) : wait_until_step_(wait_until_step) {}
+GlobalStepWaiterHook::GlobalStepWaiterHook(int64_t wait_until_step)
+    : wait_until_step_(wait_until_step) {}
 
 void GlobalStepWaiterHook::begin() {
   worker_is_started_ = false;
-  if (!graph().has_global_step()) throw RuntimeError("Global step should be created to use GlobalStepWaiterHook.");
+  require_global_step("GlobalStepWaiterHook");
 }
 
 SessionRunArgs GlobalStepWaiterHook::before_run(SessionRunContext& ctx) {
@@ -29,8 +27,9 @@ SessionRunArgs GlobalStepWaiterHook::before_run(SessionRunContext& ctx) {
       return {};
     }
     if (current - last_logged_step > 1000) {
-      env().info(fmt::format("Waiting for global step {} before starting training. Current step is {}.",
-                             wait_until_step_, current));
+      env().info(
+          fmt::format("Waiting for global step {} before starting training. Current step is {}.",
+                      wait_until_step_, current));
       last_logged_step = current;
     }
     env().sleeper->sleep_for(0.5);

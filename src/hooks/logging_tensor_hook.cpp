@@ -8,7 +8,8 @@
 
 namespace trainhooks {
 
-LoggingTensorHook::LoggingTensorHook(std::map<std::string, NodeRef> tensors, LoggingTensorHookOptions options)
+LoggingTensorHook::LoggingTensorHook(std::map<std::string, NodeRef> tensors,
+                                     LoggingTensorHookOptions options)
     : options_(std::move(options)) {
   for (auto& [tag, ref] : tensors) tags_.emplace_back(tag, ref);
   validate();
@@ -24,24 +25,22 @@ void LoggingTensorHook::validate() {
   if (tags_.empty()) throw InvalidArgument("LoggingTensorHook: tensors is empty");
   const auto& o = options_;
   only_log_at_end_ = o.at_end && !o.every_n_iter && !o.every_n_secs;
-  if (!only_log_at_end_ && o.every_n_iter.has_value() == o.every_n_secs.has_value()) {
-    throw InvalidArgument("either at_end and/or exactly one of every_n_iter and every_n_secs must be provided.");
-  }
-  if (o.every_n_iter && *o.every_n_iter <= 0) throw InvalidArgument(fmt::format("invalid every_n_iter={}.", *o.every_n_iter));
-  if (o.every_n_secs && !(*o.every_n_secs > 0)) throw InvalidArgument(fmt::format("invalid every_n_secs={}.", *o.every_n_secs));
   if (only_log_at_end_) {
     timer_.reset();  // never triggers before end()
-  } else {
-    timer_.emplace(TimerOptions{.every_secs = o.every_n_secs,
-                                .every_steps = o.every_n_iter});
+    return;
   }
+  timer_.emplace(TimerOptions{.every_secs = o.every_n_secs,
+                              .every_steps = o.every_n_iter,
+                              .owner = "LoggingTensorHook",
+                              .secs_name = "every_n_secs",
+                              .steps_name = "every_n_iter",
+                              .exactly_one_message = "either at_end and/or exactly one of "
+                                                     "every_n_iter and every_n_secs must be "
+                                                     "provided."});
 }
 
 void LoggingTensorHook::begin() {
-  if (timer_) {
-    timer_->set_clock(env().clock);
-    timer_->reset();
-  }
+  if (timer_) reset_timer(*timer_);
   iter_count_ = 0;
   nodes_.clear();
   fetches_.clear();

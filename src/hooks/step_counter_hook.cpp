@@ -3,23 +3,24 @@
 #include <fmt/format.h>
 
 #include "trainhooks/errors.h"
-#include "trainhooks/graph.h"
 #include "trainhooks/summary/event_writer.h"
 
 namespace trainhooks {
 
 namespace {
 TimerOptions step_counter_timer(const StepCounterHookOptions& o) {
-  if (o.every_n_steps && o.every_n_secs) {
-    throw InvalidArgument("exactly one of every_n_steps and every_n_secs should be provided.");
-  }
-  if (o.every_n_steps && *o.every_n_steps <= 0) throw InvalidArgument(fmt::format("invalid every_n_steps={}.", *o.every_n_steps));
-  if (o.every_n_secs && !(*o.every_n_secs > 0)) throw InvalidArgument(fmt::format("invalid every_n_secs={}.", *o.every_n_secs));
   if (!o.output_dir.empty() && o.summary_writer) {
-    throw InvalidArgument("StepCounterHook: at most one of output_dir and summary_writer may be provided.");
+    throw InvalidArgument(
+        "StepCounterHook: at most one of output_dir and summary_writer may be provided.");
   }
-  if (o.every_n_secs) return {.every_secs = o.every_n_secs};
-  return {.every_steps = o.every_n_steps.value_or(100)};
+  return {
+      .every_secs = o.every_n_secs,
+      // Neither: TF's default of every 100 steps.
+      .every_steps = o.every_n_secs ? o.every_n_steps : o.every_n_steps.value_or(100),
+      .owner = "StepCounterHook",
+      .secs_name = "every_n_secs",
+      .steps_name = "every_n_steps",
+      .exactly_one_message = "exactly one of every_n_steps and every_n_secs should be provided."};
 }
 }  // namespace
 
@@ -27,12 +28,12 @@ StepCounterHook::StepCounterHook(StepCounterHookOptions options)
     : options_(std::move(options)), timer_(step_counter_timer(options_)) {}
 
 void StepCounterHook::begin() {
-  if (!graph().has_global_step()) throw RuntimeError("Global step should be created to use StepCounterHook.");
-  timer_.set_clock(env().clock);
-  timer_.reset();
+  require_global_step("StepCounterHook");
+  reset_timer(timer_);
   last_global_step_.reset();
   writer_ = options_.summary_writer;
-  if (!writer_ && !options_.output_dir.empty()) writer_ = summary::EventWriter::for_logdir(options_.output_dir);
+  if (!writer_ && !options_.output_dir.empty())
+    writer_ = summary::EventWriter::for_logdir(options_.output_dir);
 }
 
 SessionRunArgs StepCounterHook::before_run(SessionRunContext& ctx) {
@@ -46,7 +47,8 @@ void StepCounterHook::after_run(SessionRunContext& ctx, const SessionRunValues&)
     auto elapsed = timer_.update_last_triggered_step(global_step);
     if (elapsed && elapsed->seconds > 0) {
       double steps_per_sec = static_cast<double>(elapsed->steps) / elapsed->seconds;
-      if (writer_) writer_->add_scalar("global_step/sec", static_cast<float>(steps_per_sec), global_step);
+      if (writer_)
+        writer_->add_scalar("global_step/sec", static_cast<float>(steps_per_sec), global_step);
       env().info(fmt::format("global_step/sec: {:g}", steps_per_sec));
     }
   }

@@ -3,20 +3,20 @@
 #include <fmt/format.h>
 
 #include "trainhooks/errors.h"
-#include "trainhooks/graph.h"
 
 namespace trainhooks {
 
 StopAtStepHook::StopAtStepHook(StopAtStepHookOptions options)
     : num_steps_(options.num_steps), last_step_(options.last_step) {
-  if (!num_steps_ && !last_step_) throw InvalidArgument("One of num_steps or last_step must be specified.");
-  if (num_steps_ && last_step_) throw InvalidArgument("Only one of num_steps or last_step can be specified.");
-  if (num_steps_ && *num_steps_ < 0) throw InvalidArgument(fmt::format("Invalid num_steps: {}", *num_steps_));
+  if (!num_steps_ && !last_step_)
+    throw InvalidArgument("One of num_steps or last_step must be specified.");
+  if (num_steps_ && last_step_)
+    throw InvalidArgument("Only one of num_steps or last_step can be specified.");
+  if (num_steps_ && *num_steps_ < 0)
+    throw InvalidArgument(fmt::format("Invalid num_steps: {}", *num_steps_));
 }
 
-void StopAtStepHook::begin() {
-  if (!graph().has_global_step()) throw RuntimeError("Global step should be created to use StopAtStepHook.");
-}
+void StopAtStepHook::begin() { require_global_step("StopAtStepHook"); }
 
 void StopAtStepHook::after_create_session(Session& session, Coordinator&) {
   if (!last_step_) last_step_ = session.global_step() + *num_steps_;

@@ -1,7 +1,5 @@
 #include "trainhooks/hooks/summary_saver_hook.h"
 
-#include <fmt/format.h>
-
 #include "trainhooks/errors.h"
 #include "trainhooks/graph.h"
 #include "trainhooks/summary/event_writer.h"
@@ -12,23 +10,26 @@ namespace trainhooks {
 namespace {
 const SummarySaverHookOptions& validate(const SummarySaverHookOptions& o) {
   if (o.output_dir.empty() == (o.summary_writer == nullptr)) {
-    throw InvalidArgument("SummarySaverHook: exactly one of output_dir and summary_writer must be provided.");
+    throw InvalidArgument(
+        "SummarySaverHook: exactly one of output_dir and summary_writer must be provided.");
   }
-  if (o.save_steps && *o.save_steps <= 0) throw InvalidArgument(fmt::format("SummarySaverHook: invalid save_steps {}", *o.save_steps));
-  if (o.save_secs && !(*o.save_secs > 0)) throw InvalidArgument(fmt::format("SummarySaverHook: invalid save_secs {}", *o.save_secs));
   return o;
 }
 }  // namespace
 
 SummarySaverHook::SummarySaverHook(SummarySaverHookOptions options)
     : options_(validate(options)),
-      timer_(TimerOptions{.every_secs = options_.save_secs, .every_steps = options_.save_steps}) {}
+      timer_({.every_secs = options_.save_secs,
+              .every_steps = options_.save_steps,
+              .owner = "SummarySaverHook",
+              .secs_name = "save_secs",
+              .steps_name = "save_steps"}) {}
 
 void SummarySaverHook::begin() {
-  if (!graph().has_global_step()) throw RuntimeError("Global step should be created to use SummarySaverHook.");
-  timer_.set_clock(env().clock);
-  timer_.reset();
-  writer_ = options_.summary_writer ? options_.summary_writer : summary::EventWriter::for_logdir(options_.output_dir);
+  require_global_step("SummarySaverHook");
+  reset_timer(timer_);
+  writer_ = options_.summary_writer ? options_.summary_writer
+                                    : summary::EventWriter::for_logdir(options_.output_dir);
   nodes_.clear();
   fetches_.clear();
   if (options_.summaries.empty()) {

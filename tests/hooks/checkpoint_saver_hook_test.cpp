@@ -218,10 +218,10 @@ TEST_F(CheckpointSaverHookTest, OptionsAreValidatedWithTFTexts) {
     return std::string("<no error>");
   };
   EXPECT_EQ(message({.save_secs = 10, .save_steps = 20}),
-            "Can not provide both every_secs and every_steps.");
-  EXPECT_EQ(message({}), "Either every_secs or every_steps should be provided.");
-  EXPECT_THAT(message({.save_steps = 0}), ::testing::HasSubstr("save_steps 0"));
-  EXPECT_THAT(message({.save_secs = -1}), ::testing::HasSubstr("save_secs -1"));
+            "Can not provide both save_secs and save_steps.");
+  EXPECT_EQ(message({}), "Either save_secs or save_steps should be provided.");
+  EXPECT_EQ(message({.save_steps = 0}), "CheckpointSaverHook: save_steps must be positive, got 0");
+  EXPECT_EQ(message({.save_secs = -1}), "CheckpointSaverHook: save_secs must be positive, got -1");
   EXPECT_THAT(message({.save_steps = 1}, ""), ::testing::HasSubstr("checkpoint_dir"));
   EXPECT_THAT(message({.save_steps = 1, .checkpoint_basename = "a/b"}),
               ::testing::HasSubstr("checkpoint_basename"));

@@ -145,7 +145,9 @@ TEST_F(GlobalStepWaiterHookTest, WithoutAGlobalStepFailsAtSessionCreation) {
   auto x = g.placeholder("x", {.dtype = at::kFloat});
   g.op("y", [=](th::Run& r) { return r[x] + 1; });
   auto hook = std::make_shared<th::GlobalStepWaiterHook>(10);
-  EXPECT_THROW(th::testing::chief_session(g, {hook}, fe.env()), th::RuntimeError);
+  EXPECT_EQ(th::testing::error_message<th::RuntimeError>(
+                [&] { th::testing::chief_session(g, {hook}, fe.env()); }),
+            "Global step should be created to use GlobalStepWaiterHook.");
 }
 
 }  // namespace

@@ -48,7 +48,6 @@ class LoggingTensorHookTest : public ::testing::Test {
   th::Node foo;
 };
 
-
 TEST_F(LoggingTensorHookTest, EveryNIterLogsAtLocalIterations0_10_20WithElapsedAfterTheFirstLine) {
   auto hook = std::make_shared<th::LoggingTensorHook>(
       Names{"foo"}, th::LoggingTensorHookOptions{.every_n_iter = 10});
@@ -234,7 +233,9 @@ TEST_F(LoggingTensorHookTest, FormatterAtEndOnlyGetsNoElapsedTime) {
 TEST_F(LoggingTensorHookTest, RejectsBadArgumentCombinationsWithTensorFlowsTexts) {
   const std::string exactly_one =
       "either at_end and/or exactly one of every_n_iter and every_n_secs must be provided.";
-  EXPECT_EQ(th::testing::error_message<th::InvalidArgument>([] { th::LoggingTensorHook(Names{"t"}, {}); }), exactly_one);
+  EXPECT_EQ(th::testing::error_message<th::InvalidArgument>(
+                [] { th::LoggingTensorHook(Names{"t"}, {}); }),
+            exactly_one);
   EXPECT_EQ(th::testing::error_message<th::InvalidArgument>(
                 [] { th::LoggingTensorHook(Names{"t"}, {.every_n_iter = 5, .every_n_secs = 5}); }),
             exactly_one);
@@ -243,12 +244,18 @@ TEST_F(LoggingTensorHookTest, RejectsBadArgumentCombinationsWithTensorFlowsTexts
                                     {.every_n_iter = 5, .every_n_secs = 5, .at_end = true});
             }),
             exactly_one);
-  EXPECT_EQ(
-      th::testing::error_message<th::InvalidArgument>([] { th::LoggingTensorHook(Names{"t"}, {.every_n_iter = 0}); }),
-      "invalid every_n_iter=0.");
-  EXPECT_EQ(
-      th::testing::error_message<th::InvalidArgument>([] { th::LoggingTensorHook(Names{"t"}, {.every_n_iter = -10}); }),
-      "invalid every_n_iter=-10.");
+  EXPECT_EQ(th::testing::error_message<th::InvalidArgument>(
+                [] { th::LoggingTensorHook(Names{"t"}, {.every_n_iter = 0}); }),
+            "LoggingTensorHook: every_n_iter must be positive, got 0");
+  EXPECT_EQ(th::testing::error_message<th::InvalidArgument>(
+                [] { th::LoggingTensorHook(Names{"t"}, {.every_n_iter = -10}); }),
+            "LoggingTensorHook: every_n_iter must be positive, got -10");
+  EXPECT_EQ(th::testing::error_message<th::InvalidArgument>(
+                [] { th::LoggingTensorHook(Names{"t"}, {.every_n_secs = 0, .at_end = true}); }),
+            "LoggingTensorHook: every_n_secs must be positive, got 0");
+  EXPECT_EQ(th::testing::error_message<th::InvalidArgument>(
+                [] { th::LoggingTensorHook(Names{"t"}, {.at_end = true}); }),
+            "");
 }
 
 TEST_F(LoggingTensorHookTest, UnknownNodeNameFailsAtSessionCreationNamingIt) {

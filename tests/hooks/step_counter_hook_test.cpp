@@ -10,6 +10,7 @@
 
 #include "test_util.h"
 #include "trainhooks/errors.h"
+#include "trainhooks/summary/event_writer.h"
 
 namespace th = trainhooks;
 using ::testing::ElementsAre;
@@ -37,7 +38,6 @@ class StepCounterHookTest : public ::testing::Test {
   th::testing::FakeEnv fe;
   th::testing::TinyModel m;
 };
-
 
 TEST_F(StepCounterHookTest, FirstTriggerIsABaselineThenLogsGlobalStepsPerSecond) {
   auto hook =
@@ -118,10 +118,22 @@ TEST_F(StepCounterHookTest, DoesNotWarnWhileTraining) {
   EXPECT_EQ(info().size(), 19u);
 }
 
-TEST_F(StepCounterHookTest, RejectsBothEveryNStepsAndEveryNSecs) {
-  EXPECT_EQ(th::testing::error_message<th::InvalidArgument>(
-                [] { th::StepCounterHook({.every_n_steps = 10, .every_n_secs = 1.0}); }),
+TEST_F(StepCounterHookTest, RejectsBadOptionsWithTensorFlowsTexts) {
+  auto message = [](th::StepCounterHookOptions o) {
+    return th::testing::error_message<th::InvalidArgument>([&] { th::StepCounterHook h(o); });
+  };
+  EXPECT_EQ(message({.every_n_steps = 10, .every_n_secs = 1.0}),
             "exactly one of every_n_steps and every_n_secs should be provided.");
+  EXPECT_EQ(message({.every_n_steps = 0}),
+            "StepCounterHook: every_n_steps must be positive, got 0");
+  EXPECT_EQ(message({.every_n_secs = -1.5}),
+            "StepCounterHook: every_n_secs must be positive, got -1.5");
+  th::testing::TempDir dir;
+  auto writer = std::make_shared<th::summary::EventWriter>(dir.path());
+  EXPECT_EQ(message({.output_dir = dir.path(), .summary_writer = writer}),
+            "StepCounterHook: at most one of output_dir and summary_writer may be provided.");
+  EXPECT_EQ(message({}), "");
+  EXPECT_EQ(message({.every_n_secs = 2.0}), "");
 }
 
 TEST_F(StepCounterHookTest, WithoutAGlobalStepFailsAtSessionCreation) {

@@ -8,10 +8,10 @@
 #include "test_util.h"
 #include "trainhooks/errors.h"
 #include "trainhooks/hooks/step_counter_hook.h"
-#include "trainhooks/training_session.h"
 #include "trainhooks/summary/event_reader.h"
 #include "trainhooks/summary/event_writer.h"
 #include "trainhooks/summary_ops.h"
+#include "trainhooks/training_session.h"
 
 namespace th = trainhooks;
 namespace ts = trainhooks::summary;
@@ -28,7 +28,8 @@ struct Written {
 Written read_dir(const std::string& dir) {
   Written w;
   for (const auto& e : ts::read_events(dir)) {
-    if (e.session_log && e.session_log->status == ts::SessionStatus::kStart) w.starts.push_back(e.step);
+    if (e.session_log && e.session_log->status == ts::SessionStatus::kStart)
+      w.starts.push_back(e.step);
     for (const auto& v : e.values) {
       if (v.kind == ts::ValueKind::kScalar) {
         w.scalars.emplace_back(e.step, v.tag, v.scalar);
@@ -63,7 +64,8 @@ TEST(SummarySaverHookTest, WritesOnTheFirstRunThenEverySaveStepsAtTheGlobalStep)
   th::testing::FakeEnv fake;
   th::testing::TempDir dir;
   SummaryModel m;
-  auto hook = std::make_shared<th::SummarySaverHook>(th::SummarySaverHookOptions{.save_steps = 8, .output_dir = dir.path()});
+  auto hook = std::make_shared<th::SummarySaverHook>(
+      th::SummarySaverHookOptions{.save_steps = 8, .output_dir = dir.path()});
   {
     auto sess = th::testing::chief_session(m.g, {hook}, fake.env());
     for (int i = 0; i < 30; ++i) sess->run(m.train, m.feed());
@@ -80,7 +82,8 @@ TEST(SummarySaverHookTest, SaveSecsFollowsTheClock) {
   th::testing::FakeEnv fake;
   th::testing::TempDir dir;
   SummaryModel m;
-  auto hook = std::make_shared<th::SummarySaverHook>(th::SummarySaverHookOptions{.save_secs = 1.0, .output_dir = dir.path()});
+  auto hook = std::make_shared<th::SummarySaverHook>(
+      th::SummarySaverHookOptions{.save_secs = 1.0, .output_dir = dir.path()});
   {
     auto sess = th::testing::chief_session(m.g, {hook}, fake.env());
     for (int i = 0; i < 10; ++i) {
@@ -88,7 +91,8 @@ TEST(SummarySaverHookTest, SaveSecsFollowsTheClock) {
       fake.clock->advance(0.3);
     }
   }
-  // Clock at step s (before its run) is 0.3 * (s - 1): triggers at 1, then at steps 5 (1.2 s) and 9 (2.4 s).
+  // Clock at step s (before its run) is 0.3 * (s - 1): triggers at 1, then at steps 5 (1.2 s) and 9
+  // (2.4 s).
   EXPECT_EQ(steps_of(read_dir(dir.path()), "loss"), (std::vector<int64_t>{1, 5, 9}));
 }
 
@@ -101,15 +105,16 @@ TEST(SummarySaverHookTest, WritesEveryKindOfSummary) {
   ts::image(m.g, "inputs", img, {.max_outputs = 2});
   ts::text(m.g, "note", [](th::Run& r) { return "step " + std::to_string(r.global_step()); });
   auto writer = std::make_shared<ts::EventWriter>(dir.path());
-  auto hook = std::make_shared<th::SummarySaverHook>(th::SummarySaverHookOptions{.save_steps = 100, .summary_writer = writer});
+  auto hook = std::make_shared<th::SummarySaverHook>(
+      th::SummarySaverHookOptions{.save_steps = 100, .summary_writer = writer});
   {
     auto sess = th::testing::chief_session(m.g, {hook}, fake.env());
     sess->run(m.train, m.feed());
   }
   writer->close();
   auto w = read_dir(dir.path());
-  EXPECT_THAT(w.kinds, ::testing::ElementsAre("1:w:histogram", "1:inputs/image/0:image", "1:inputs/image/1:image",
-                                              "1:note:text"));
+  EXPECT_THAT(w.kinds, ::testing::ElementsAre("1:w:histogram", "1:inputs/image/0:image",
+                                              "1:inputs/image/1:image", "1:note:text"));
   auto events = ts::read_events(dir.path());
   std::string text;
   for (const auto& e : events)
@@ -136,19 +141,36 @@ TEST(SummarySaverHookTest, ExplicitSummariesOnlyAndBadArguments) {
   EXPECT_EQ(m.loss_summary_evaluations, 0);
 
   EXPECT_THROW(th::SummarySaverHook({.save_steps = 1}), th::InvalidArgument);
-  EXPECT_THROW(th::SummarySaverHook({.save_steps = 1, .save_secs = 1, .output_dir = "x"}), th::InvalidArgument);
+  EXPECT_THROW(th::SummarySaverHook({.save_steps = 1, .save_secs = 1, .output_dir = "x"}),
+               th::InvalidArgument);
   EXPECT_THROW(th::SummarySaverHook({.output_dir = "x"}), th::InvalidArgument);
   th::testing::TinyModel m2;
-  auto not_summary = std::make_shared<th::SummarySaverHook>(
-      th::SummarySaverHookOptions{.save_steps = 1, .output_dir = dir.path(), .summaries = {m2.loss}});
+  auto not_summary = std::make_shared<th::SummarySaverHook>(th::SummarySaverHookOptions{
+      .save_steps = 1, .output_dir = dir.path(), .summaries = {m2.loss}});
   EXPECT_THROW(th::testing::chief_session(m2.g, {not_summary}, fake.env()), th::InvalidArgument);
+}
+
+TEST(SummarySaverHookTest, RejectsBadOptionsWithTensorFlowsTexts) {
+  auto message = [](th::SummarySaverHookOptions o) {
+    return th::testing::error_message<th::InvalidArgument>([&] { th::SummarySaverHook h(o); });
+  };
+  EXPECT_EQ(message({.save_steps = 1, .save_secs = 1, .output_dir = "x"}),
+            "Can not provide both save_secs and save_steps.");
+  EXPECT_EQ(message({.output_dir = "x"}), "Either save_secs or save_steps should be provided.");
+  EXPECT_EQ(message({.save_steps = 0, .output_dir = "x"}),
+            "SummarySaverHook: save_steps must be positive, got 0");
+  EXPECT_EQ(message({.save_secs = -3, .output_dir = "x"}),
+            "SummarySaverHook: save_secs must be positive, got -3");
+  EXPECT_EQ(message({.save_steps = 1}),
+            "SummarySaverHook: exactly one of output_dir and summary_writer must be provided.");
 }
 
 TEST(SummarySaverHookTest, StepCounterWritesStepsPerSecond) {
   th::testing::FakeEnv fake;
   th::testing::TempDir dir;
   th::testing::TinyModel m;
-  auto hook = std::make_shared<th::StepCounterHook>(th::StepCounterHookOptions{.every_n_steps = 5, .output_dir = dir.path()});
+  auto hook = std::make_shared<th::StepCounterHook>(
+      th::StepCounterHookOptions{.every_n_steps = 5, .output_dir = dir.path()});
   {
     auto sess = th::testing::chief_session(m.g, {hook}, fake.env());
     for (int i = 0; i < 11; ++i) {
@@ -169,8 +191,10 @@ TEST(SummarySaverHookTest, MonitoredTrainingSessionWritesSummariesToSummaryDir) 
   th::testing::TempDir dir;
   SummaryModel m;
   {
-    th::MonitoredTrainingSession sess(
-        m.g, {.save_summaries_steps = 10, .log_step_count_steps = 10, .summary_dir = dir.path(), .env = fake.env()});
+    th::MonitoredTrainingSession sess(m.g, {.save_summaries_steps = 10,
+                                            .log_step_count_steps = 10,
+                                            .summary_dir = dir.path(),
+                                            .env = fake.env()});
     for (int i = 0; i < 25; ++i) {
       fake.clock->advance(0.5);
       sess.run(m.train, m.feed());

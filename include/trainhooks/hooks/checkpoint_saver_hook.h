@@ -72,8 +72,9 @@ class CheckpointSaverListener {
 };
 
 struct CheckpointSaverHookOptions {
-  // Exactly one (TF's texts otherwise: "Can not provide both every_secs and every_steps.",
-  // "Either every_secs or every_steps should be provided.").
+  // Exactly one, positive (SecondOrStepTimer's texts otherwise: "Can not provide both save_secs
+  // and save_steps.", "Either save_secs or save_steps should be provided.",
+  // "CheckpointSaverHook: save_steps must be positive, got 0").
   std::optional<double> save_secs;
   std::optional<int64_t> save_steps;
   // The Saver to use; null: one made with saver_options on the hook's graph. A Saver shared
