@@ -394,6 +394,28 @@ std::vector<std::pair<std::string, StateProvider*>> Graph::state_providers() con
   return {state_->state_providers.begin(), state_->state_providers.end()};
 }
 
+StateRegistration::StateRegistration(Graph& graph, std::string key, StateProvider* provider)
+    : key_(std::move(key)) {
+  graph.register_state(key_, provider);
+  graph_ = &graph;
+}
+
+StateRegistration::StateRegistration(StateRegistration&& other) noexcept
+    : graph_(std::exchange(other.graph_, nullptr)), key_(std::move(other.key_)) {}
+
+StateRegistration& StateRegistration::operator=(StateRegistration&& other) noexcept {
+  if (this != &other) {
+    reset();
+    graph_ = std::exchange(other.graph_, nullptr);
+    key_ = std::move(other.key_);
+  }
+  return *this;
+}
+
+void StateRegistration::reset() noexcept {
+  if (graph_) std::exchange(graph_, nullptr)->unregister_state(key_);
+}
+
 std::shared_ptr<void>& Graph::extension_slot(std::type_index type) {
   return state_->extensions[type];
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "trainhooks/errors.h"
 
@@ -62,6 +63,7 @@ MonitoredSession::MonitoredSession(std::unique_ptr<SessionCreator> creator, Hook
   Graph& g = creator_->graph();
   for (auto& h : hooks_) h->bind(g, env_);
   for (auto& h : hooks_) h->begin();
+  register_hook_states(g);
   g.finalize();
   hook_args_.resize(hooks_.size());
   hook_values_.resize(hooks_.size());
@@ -76,6 +78,24 @@ MonitoredSession::~MonitoredSession() {
     env_.error(fmt::format("Error while closing the monitored session: {}", e.what()));
   } catch (...) {
     env_.error("Error while closing the monitored session");
+  }
+}
+
+void MonitoredSession::register_hook_states(Graph& graph) {
+  for (size_t i = 0; i < hooks_.size(); ++i) {
+    StateProvider* state = hooks_[i]->state();
+    if (!state) continue;
+    std::string key = hooks_[i]->state_key();
+    if (key.empty()) {
+      throw InvalidArgument(fmt::format(
+          "MonitoredSession: hooks[{}] declares a state() with an empty state_key()", i));
+    }
+    try {
+      hook_states_.emplace_back(graph, std::move(key), state);
+    } catch (const AlreadyExistsError& e) {
+      // The usual causes: two hooks with one key, or a hook in two open sessions of one graph.
+      throw AlreadyExistsError(fmt::format("MonitoredSession: hooks[{}]: {}", i, e.what()));
+    }
   }
 }
 
@@ -369,6 +389,8 @@ void MonitoredSession::close() {
   }
   session_.reset();
   for (auto& v : hook_values_) v.results.clear();
+  // After end(): a final checkpoint saved there still carries the hooks' state.
+  hook_states_.clear();
   if (first_error) std::rethrow_exception(first_error);
 }
 

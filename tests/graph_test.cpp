@@ -273,6 +273,30 @@ TEST(GraphTest, StateProvidersAreRegisteredByUniqueKey) {
   EXPECT_EQ(g.state_providers().size(), 1u);
 }
 
+TEST(GraphTest, StateRegistrationEndsWithItsObject) {
+  th::Graph g;
+  Counter a;
+  auto keys = [&] {
+    std::vector<std::string> out;
+    for (const auto& [key, provider] : g.state_providers()) out.push_back(key);
+    return out;
+  };
+  {
+    th::StateRegistration reg(g, "hooks/a", &a);
+    EXPECT_EQ(keys(), std::vector<std::string>{"hooks/a"});
+    EXPECT_THROW(th::StateRegistration(g, "hooks/a", &a), th::AlreadyExistsError);
+    th::StateRegistration moved = std::move(reg);
+    reg.reset();  // moved from: owns nothing, so this unregisters nothing
+    EXPECT_EQ(keys(), std::vector<std::string>{"hooks/a"});
+    moved = th::StateRegistration(g, "hooks/b", &a);  // ends "hooks/a"
+    EXPECT_EQ(keys(), std::vector<std::string>{"hooks/b"});
+  }
+  EXPECT_TRUE(keys().empty());
+  th::StateRegistration again(g, "hooks/a", &a);
+  again.reset();
+  EXPECT_TRUE(keys().empty());
+}
+
 struct Collection {
   std::vector<int> items;
 };

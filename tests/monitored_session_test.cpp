@@ -4,6 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
 #include "test_util.h"
 #include "trainhooks/hooks/preemption_hook.h"
 #include "trainhooks/hooks/step_counter_hook.h"
@@ -242,6 +247,88 @@ TEST(MonitoredSessionTest, EndIsSkippedWhileAnExceptionUnwinds) {
   EXPECT_EQ(std::count(calls.begin(), calls.end(), "a.end"), 0);
 }
 
+// A hook whose state, the number of runs it saw, checkpoints carry.
+struct CountingHook : th::SessionRunHook, th::StateProvider {
+  std::string key;
+  int64_t runs = 0;
+  explicit CountingHook(std::string k = "hooks/counting") : key(std::move(k)) {}
+  th::StateProvider* state() override { return this; }
+  std::string state_key() const override { return key; }
+  std::string save_state() const override { return std::to_string(runs); }
+  void load_state(std::string_view bytes) override { runs = std::stoll(std::string(bytes)); }
+  void after_run(th::SessionRunContext&, const th::SessionRunValues&) override { ++runs; }
+};
+
+std::vector<std::string> state_keys(const th::Graph& g) {
+  std::vector<std::string> keys;
+  for (const auto& [key, provider] : g.state_providers()) keys.push_back(key);
+  return keys;
+}
+
+TEST(MonitoredSessionTest, HookStateIsRegisteredWhileTheSessionIsOpen) {
+  Model m;
+  auto hook = std::make_shared<CountingHook>();
+  th::MonitoredSession sess(chief(m.g), {hook});
+  auto providers = m.g.state_providers();
+  ASSERT_EQ(providers.size(), 1u);
+  EXPECT_EQ(providers[0].first, "hooks/counting");
+  EXPECT_EQ(providers[0].second, hook.get());
+  sess.close();
+  EXPECT_TRUE(state_keys(m.g).empty());
+}
+
+TEST(MonitoredSessionTest, AHookWithStateServesConsecutiveSessionsOnOneGraphOrAnother) {
+  Model m, other;
+  auto hook = std::make_shared<CountingHook>();
+  for (th::Graph* g : {&m.g, &m.g, &other.g}) {
+    th::MonitoredSession sess(chief(*g), {hook});
+    EXPECT_EQ(state_keys(*g), std::vector<std::string>{"hooks/counting"});
+  }
+  EXPECT_TRUE(state_keys(m.g).empty());
+  EXPECT_TRUE(state_keys(other.g).empty());
+}
+
+TEST(MonitoredSessionTest, ASessionDestroyedWhileAnExceptionUnwindsLeavesNoHookState) {
+  Model m;
+  auto hook = std::make_shared<CountingHook>();
+  try {
+    th::MonitoredSession sess(chief(m.g), {hook});
+    sess.run(m.loss);  // x not fed
+  } catch (const th::InvalidArgument&) {
+  }
+  EXPECT_TRUE(state_keys(m.g).empty());
+  th::MonitoredSession again(chief(m.g), {hook});  // no AlreadyExistsError
+}
+
+TEST(MonitoredSessionTest, ASessionThatFailsToStartLeavesNoHookState) {
+  Model m;
+  auto hook = std::make_shared<CountingHook>();
+  struct FailingCreation : th::SessionRunHook {
+    void after_create_session(th::Session&, th::Coordinator&) override {
+      throw th::InvalidArgument("cannot start");
+    }
+  };
+  EXPECT_THROW(th::MonitoredSession(chief(m.g), {hook, std::make_shared<FailingCreation>()}),
+               th::InvalidArgument);
+  EXPECT_TRUE(state_keys(m.g).empty());
+
+  // Two hooks under one key: the second cannot register, and the first is unregistered again.
+  EXPECT_EQ(th::testing::error_message<th::AlreadyExistsError>([&] {
+              th::MonitoredSession s(chief(m.g), {hook, std::make_shared<CountingHook>()});
+            }),
+            "MonitoredSession: hooks[1]: register_state: state 'hooks/counting' is already "
+            "registered");
+  EXPECT_TRUE(state_keys(m.g).empty());
+}
+
+TEST(MonitoredSessionTest, HookStateNeedsAKey) {
+  Model m;
+  EXPECT_EQ(th::testing::error_message<th::InvalidArgument>(
+                [&] { th::MonitoredSession s(chief(m.g), {std::make_shared<CountingHook>("")}); }),
+            "MonitoredSession: hooks[0] declares a state() with an empty state_key()");
+  EXPECT_TRUE(state_keys(m.g).empty());
+}
+
 TEST(MonitoredSessionTest, AbortedRunRecreatesTheSessionAndRetries) {
   th::testing::FakeEnv fake;
   th::Graph g;
@@ -418,6 +505,39 @@ TEST(MonitoredTrainingSessionTest, ChiefSavesAndARestartContinuesFromTheLatestCh
     if (e.session_log && e.session_log->status == th::summary::SessionStatus::kCheckpoint) checkpoint_steps.push_back(e.step);
   // The restart does not rewrite checkpoint 5, which it restored from.
   EXPECT_EQ(checkpoint_steps, (std::vector<int64_t>{0, 2, 4, 5, 7, 8}));
+}
+
+TEST(MonitoredTrainingSessionTest, HookStateIsSavedInCheckpointsAndRestoredOnRestart) {
+  th::testing::TempDir dir;
+  th::testing::FakeEnv fake;
+  auto hook = std::make_shared<CountingHook>();
+  const th::MonitoredTrainingSessionOptions options{.checkpoint_dir = dir.path(),
+                                                    .hooks = {hook},
+                                                    .save_checkpoint_steps = 100,
+                                                    .log_step_count_steps = 0,
+                                                    .env = fake.env()};
+  {
+    Model m;
+    th::MonitoredTrainingSession sess(m.g, options);
+    for (int i = 0; i < 3; ++i) sess.run(m.train, m.feeds());
+  }  // the final checkpoint, at step 3, is saved in end()
+  EXPECT_EQ(hook->runs, 3);
+  {
+    Model m;  // a new process: fresh graph and hook
+    auto fresh = std::make_shared<CountingHook>();
+    auto restarted = options;
+    restarted.hooks = {fresh};
+    th::MonitoredTrainingSession sess(m.g, restarted);
+    EXPECT_EQ(m.g.global_step_value(), 3);
+    EXPECT_EQ(fresh->runs, 3);
+    sess.run(m.train, m.feeds());
+  }
+  {
+    Model m;  // the first hook object again, in a third session
+    th::MonitoredTrainingSession sess(m.g, options);
+    EXPECT_EQ(m.g.global_step_value(), 4);
+    EXPECT_EQ(hook->runs, 4);
+  }
 }
 
 TEST(MonitoredTrainingSessionTest, CheckpointOptionsNeedACheckpointDir) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "test_util.h"
 
@@ -28,51 +29,47 @@ TEST(SecondOrStepTimerTest, RaisesWhenNeitherSecsNorStepsIsGiven) {
             "Either every_secs or every_steps should be provided.");
 }
 
+// The message of the InvalidArgument that constructing a timer with `o` raises, or "".
+std::string timer_error(const th::TimerOptions& o) {
+  return th::testing::error_message<th::InvalidArgument>([&] { th::SecondOrStepTimer t(o); });
+}
+
 TEST(SecondOrStepTimerTest, RejectsIntervalsThatAreNotPositive) {
-  auto message = [](th::TimerOptions o) {
-    return th::testing::error_message<th::InvalidArgument>([&] { th::SecondOrStepTimer t(o); });
-  };
-  EXPECT_EQ(message({.every_secs = -1.0}),
+  EXPECT_EQ(timer_error({.every_secs = -1.0}),
             "SecondOrStepTimer: every_secs must be positive, got -1");
-  EXPECT_EQ(message({.every_secs = 0.0}), "SecondOrStepTimer: every_secs must be positive, got 0");
-  EXPECT_EQ(message({.every_secs = std::nan("")}),
+  EXPECT_EQ(timer_error({.every_secs = 0.0}),
+            "SecondOrStepTimer: every_secs must be positive, got 0");
+  EXPECT_EQ(timer_error({.every_secs = std::nan("")}),
             "SecondOrStepTimer: every_secs must be positive, got nan");
-  EXPECT_EQ(message({.every_steps = -3}),
+  EXPECT_EQ(timer_error({.every_steps = -3}),
             "SecondOrStepTimer: every_steps must be positive, got -3");
-  EXPECT_EQ(message({.every_steps = 0}), "SecondOrStepTimer: every_steps must be positive, got 0");
-  EXPECT_EQ(message({.every_secs = 0.5}), "");
-  EXPECT_EQ(message({.every_steps = 1}), "");
+  EXPECT_EQ(timer_error({.every_steps = 0}),
+            "SecondOrStepTimer: every_steps must be positive, got 0");
+  EXPECT_EQ(timer_error({.every_secs = 0.5}), "");
+  EXPECT_EQ(timer_error({.every_steps = 1}), "");
 }
 
 TEST(SecondOrStepTimerTest, ErrorsNameTheOwnersArguments) {
-  auto message = [](std::optional<double> secs, std::optional<int64_t> steps) {
-    return th::testing::error_message<th::InvalidArgument>([&] {
-      th::SecondOrStepTimer t({.every_secs = secs,
-                               .every_steps = steps,
-                               .owner = "CheckpointSaverHook",
-                               .secs_name = "save_secs",
-                               .steps_name = "save_steps"});
-    });
+  const th::TimerOptions names{
+      .owner = "CheckpointSaverHook", .secs_name = "save_secs", .steps_name = "save_steps"};
+  auto with = [&](std::optional<double> secs, std::optional<int64_t> steps) {
+    th::TimerOptions o = names;
+    o.every_secs = secs;
+    o.every_steps = steps;
+    return timer_error(o);
   };
-  EXPECT_EQ(message(10.0, 20), "Can not provide both save_secs and save_steps.");
-  EXPECT_EQ(message(std::nullopt, std::nullopt),
-            "Either save_secs or save_steps should be provided.");
-  EXPECT_EQ(message(std::nullopt, 0), "CheckpointSaverHook: save_steps must be positive, got 0");
-  EXPECT_EQ(message(-2.5, std::nullopt),
-            "CheckpointSaverHook: save_secs must be positive, got -2.5");
+  EXPECT_EQ(with(10.0, 20), "Can not provide both save_secs and save_steps.");
+  EXPECT_EQ(with(std::nullopt, std::nullopt), "Either save_secs or save_steps should be provided.");
+  EXPECT_EQ(with(std::nullopt, 0), "CheckpointSaverHook: save_steps must be positive, got 0");
+  EXPECT_EQ(with(-2.5, std::nullopt), "CheckpointSaverHook: save_secs must be positive, got -2.5");
 }
 
 TEST(SecondOrStepTimerTest, ExactlyOneMessageReplacesTheBothAndNeitherTexts) {
-  auto message = [](std::optional<double> secs, std::optional<int64_t> steps) {
-    return th::testing::error_message<th::InvalidArgument>([&] {
-      th::SecondOrStepTimer t({.every_secs = secs,
-                               .every_steps = steps,
-                               .exactly_one_message = "exactly one, please."});
-    });
-  };
-  EXPECT_EQ(message(1.0, 1), "exactly one, please.");
-  EXPECT_EQ(message(std::nullopt, std::nullopt), "exactly one, please.");
-  EXPECT_EQ(message(std::nullopt, -1), "SecondOrStepTimer: every_steps must be positive, got -1");
+  const std::string text = "exactly one, please.";
+  EXPECT_EQ(timer_error({.every_secs = 1.0, .every_steps = 1, .exactly_one_message = text}), text);
+  EXPECT_EQ(timer_error({.exactly_one_message = text}), text);
+  EXPECT_EQ(timer_error({.every_steps = -1, .exactly_one_message = text}),
+            "SecondOrStepTimer: every_steps must be positive, got -1");
 }
 
 TEST(SecondOrStepTimerTest, EveryStepsTriggersFirstThenAfterEveryStepsSteps) {

@@ -101,6 +101,32 @@ class StateProvider {
   virtual void load_state(std::string_view bytes) = 0;
 };
 
+class Graph;
+
+// A StateProvider registered with a Graph for the lifetime of this object: registered on
+// construction (as Graph::register_state), unregistered by reset() or the destructor, so the
+// graph never keeps a pointer to a provider whose owner has gone. MonitoredSession keeps one per
+// hook that declares state (SessionRunHook::state()). Movable, not copyable; the Graph must
+// outlive it.
+class StateRegistration {
+ public:
+  StateRegistration() = default;
+  StateRegistration(Graph& graph, std::string key, StateProvider* provider);
+  ~StateRegistration() { reset(); }
+  StateRegistration(StateRegistration&& other) noexcept;
+  StateRegistration& operator=(StateRegistration&& other) noexcept;
+  StateRegistration(const StateRegistration&) = delete;
+  StateRegistration& operator=(const StateRegistration&) = delete;
+
+  // Unregisters now; does nothing when empty.
+  void reset() noexcept;
+  const std::string& key() const { return key_; }
+
+ private:
+  Graph* graph_ = nullptr;
+  std::string key_;
+};
+
 class Graph {
  public:
   Graph();
@@ -182,8 +208,8 @@ class Graph {
   void finalize();
   bool finalized() const;
 
-  // Extra training state saved in checkpoints. The provider must outlive its registration;
-  // AlreadyExistsError for a key in use.
+  // Extra training state saved in checkpoints. The provider must outlive its registration
+  // (StateRegistration ends it with an object's lifetime); AlreadyExistsError for a key in use.
   void register_state(std::string key, StateProvider* provider);
   void unregister_state(std::string_view key);
   std::vector<std::pair<std::string, StateProvider*>> state_providers() const;

@@ -26,8 +26,23 @@
 // "Global step should be created to use MyHook."; a SecondOrStepTimer built in the constructor
 // (which validates the options, timer.h) is bound to env()'s clock and restarted by
 // reset_timer(timer_) in begin(), so a hook reused by another session starts afresh.
+//
+// State that checkpoints carry (a patience counter, the best metric so far) is declared, not
+// registered: a hook whose state() is non-null has it registered on the session's graph under
+// state_key() after every hook's begin() and before the session is created (so a restore loads
+// it), and unregistered when the session closes, however it closes (an exception, the
+// destructor). The same hook object may then serve another session, on any graph.
+//
+//   struct Patience : th::SessionRunHook, th::StateProvider {
+//     int64_t bad_epochs = 0;
+//     th::StateProvider* state() override { return this; }
+//     std::string state_key() const override { return "hooks/patience"; }
+//     std::string save_state() const override { return std::to_string(bad_epochs); }
+//     void load_state(std::string_view b) override { bad_epochs = std::stoll(std::string(b)); }
+//   };
 #pragma once
 
+#include <string>
 #include <string_view>
 
 #include "trainhooks/env.h"
@@ -39,6 +54,7 @@ namespace trainhooks {
 class Coordinator;
 class Graph;
 class SecondOrStepTimer;
+class StateProvider;
 
 struct SessionRunArgs {
   Fetches fetches;
@@ -79,6 +95,12 @@ class SessionRunHook {
   virtual SessionRunArgs before_run(SessionRunContext& run_context) { return {}; }
   virtual void after_run(SessionRunContext& run_context, const SessionRunValues& run_values) {}
   virtual void end(Session& session) {}
+
+  // This hook's checkpointed state (see above); null: none. Both are read once per session, after
+  // begin(). A non-null state() needs a state_key() unique among the session's hooks and the
+  // graph's other registrations (AlreadyExistsError otherwise).
+  virtual StateProvider* state() { return nullptr; }
+  virtual std::string state_key() const { return {}; }
 
   // Overrides the session's Env for this hook (members left null keep the session's).
   void set_env(Env env) { own_env_ = std::move(env); }

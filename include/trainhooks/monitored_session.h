@@ -2,9 +2,10 @@
 // creators and StepContext. The training assembly with its default hooks is
 // MonitoredTrainingSession (training_session.h).
 //
-// Construction: every hook's begin(), Graph::finalize(), the session creator makes a Session
-// (the chief initialises the state, then restores it when given a restore function), every
-// hook's after_create_session().
+// Construction: every hook's begin(), the hooks' declared state (SessionRunHook::state()) is
+// registered on the graph, Graph::finalize(), the session creator makes a Session (the chief
+// initialises the state, then restores it, hook state included, when given a restore function),
+// every hook's after_create_session().
 // run(fetches, feeds): every hook's before_run, one combined run (the caller's fetches first,
 // then each hook's), every hook's after_run, in hook order.
 //
@@ -24,7 +25,8 @@
 // SingularMonitoredSession does not recover.
 //
 // close() is idempotent: end() of every hook on a clean close, then the Coordinator's threads are
-// joined and a stored error re-raised. The destructor closes, skipping end() while an exception
+// joined, the hooks' state is unregistered from the graph (on every path, also when construction
+// fails) and a stored error re-raised. The destructor closes, skipping end() while an exception
 // unwinds, and logs what close() raised.
 //
 //   th::MonitoredSession sess(std::make_unique<th::ChiefSessionCreator>(g), {hook});
@@ -197,6 +199,8 @@ class MonitoredSession {
     MonitoredSession* s_;
   };
 
+  // Registers every hook's declared state on `graph` (into hook_states_).
+  void register_hook_states(Graph& graph);
   void create_session();
   void create_session_recovering();
   void check_not_stopped();
@@ -220,6 +224,8 @@ class MonitoredSession {
 
   std::unique_ptr<SessionCreator> creator_;
   Hooks hooks_;
+  // Declared after hooks_: unregistered before the hooks (and their providers) may be destroyed.
+  std::vector<StateRegistration> hook_states_;
   MonitoredSessionOptions options_;
   Env env_;
   std::unique_ptr<Coordinator> coord_;
