@@ -24,37 +24,23 @@
 #include <utility>
 
 #include "checkpoint/checkpoint_file.h"
-#include "checkpoint/optimizer_state.h"
-#include "util/crc32c.h"
+#include "checkpoint/training_state.h"
 #include "trainhooks/checkpoint/checkpoint_state.h"
 #include "trainhooks/errors.h"
 #include "trainhooks/graph.h"
 #include "trainhooks/session.h"
 #include "util/atomic_file.h"
+#include "util/path.h"
 
 namespace trainhooks {
 
 namespace fs = std::filesystem;
+using internal::normal_dir;
+using internal::parent_dir;
+using internal::same_path;
 using internal::sidecar_path;
 
 namespace {
-
-std::string normal_dir(const std::string& dir) {
-  fs::path p = fs::absolute(fs::path(dir.empty() ? "." : dir)).lexically_normal();
-  std::string s = p.string();
-  while (s.size() > 1 && s.back() == '/') s.pop_back();
-  return s;
-}
-
-std::string parent_dir(const std::string& path) {
-  fs::path parent = fs::path(path).parent_path();
-  return parent.empty() ? std::string(".") : parent.string();
-}
-
-bool same_path(const std::string& a, const std::string& b) {
-  return fs::absolute(fs::path(a)).lexically_normal() ==
-         fs::absolute(fs::path(b)).lexically_normal();
-}
 
 double mtime_seconds(const std::string& path) {
   struct stat st {};
@@ -153,39 +139,6 @@ std::vector<std::string> Saver::last_checkpoints(const std::string& checkpoint_d
   return out;
 }
 
-namespace {
-
-std::vector<double> learning_rates(const torch::optim::Optimizer& opt) {
-  std::vector<double> lrs;
-  try {
-    for (const auto& group : opt.param_groups()) lrs.push_back(group.options().get_lr());
-  } catch (const std::exception&) {
-    lrs.clear();  // an optimizer without a learning rate
-  }
-  return lrs;
-}
-
-// The optimizer's state: as tensors for LibTorch's built-in optimizers (cloned when `copy`), else
-// as the archive of Optimizer::save, made now. Adds the bytes it holds to `bytes`.
-internal::OptimizerState capture_optimizer(torch::optim::Optimizer& opt, bool copy, size_t& bytes) {
-  internal::OptimizerState s;
-  s.lrs = learning_rates(opt);
-  if (auto encoded = internal::encode_optimizer(opt, copy, bytes)) {
-    s.encoded = std::move(*encoded);
-    return s;
-  }
-  torch::serialize::OutputArchive archive;
-  opt.save(archive);
-  archive.save_to([&s](const void* data, size_t size) {
-    s.archive.append(static_cast<const char*>(data), size);
-    return size;
-  });
-  bytes += s.archive.size();
-  return s;
-}
-
-}  // namespace
-
 struct SaverSnapshot::Impl {
   std::string dir;
   internal::CheckpointContents contents;
@@ -258,27 +211,9 @@ SaverSnapshot Saver::capture(Session& session, const std::string& save_path_pref
   impl.env = env_for(session);
   impl.parallel = !copy;
   auto& c = impl.contents;
+  c = internal::capture_training_state(g, copy, impl.bytes);
   c.path = path;
-
-  // Variables: copied when the write happens later, while training changes them in place.
-  for (Node v : g.variables()) {
-    at::Tensor t = internal::host_tensor(g.variable_value(v), copy);
-    impl.bytes += t.nbytes();
-    c.variables.emplace_back(g.name(v), std::move(t));
-  }
-  c.global_step = g.global_step_value();
   c.wall_time = clock_->wall_seconds();
-
-  for (Node t : g.train_ops())
-    c.optimizers.emplace(g.name(t), capture_optimizer(g.optimizer(t), copy, impl.bytes));
-  {
-    at::Generator gen = at::detail::getDefaultCPUGenerator();
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    c.cpu_rng = gen.get_state();
-  }
-  for (Node n : g.inputs()) c.inputs.emplace(g.name(n), g.input_position(n));
-  for (const auto& [key, provider] : g.state_providers())
-    c.state.emplace(key, provider->save_state());
   return snap;
 }
 
@@ -349,182 +284,6 @@ std::string Saver::write(SaverSnapshot snapshot) {
 
 namespace {
 
-// What restore() will apply, checked against the graph.
-struct Plan {
-  std::vector<std::pair<Node, at::Tensor>> variables;
-  std::vector<std::pair<Node, const internal::OptimizerState*>> optimizers;
-  std::vector<std::pair<Node, InputPosition>> inputs;
-  std::vector<std::pair<std::string, StateProvider*>> providers;
-  std::vector<const std::string*> provider_bytes;
-  std::vector<std::string> warnings;
-};
-
-Plan check(Graph& g, const internal::CheckpointContents& cp) {
-  Plan plan;
-  std::map<std::string_view, const at::Tensor*> saved;
-  for (const auto& [name, t] : cp.variables) saved.emplace(name, &t);
-  for (Node v : g.variables()) {
-    const auto& name = g.name(v);
-    auto it = saved.find(name);
-    if (it == saved.end()) {
-      throw NotFoundError(
-          fmt::format("Variable '{}' is not in the checkpoint '{}'", name, cp.path));
-    }
-    const at::Tensor& t = *it->second;
-    const at::Tensor& current = g.variable_value(v);
-    if (t.sizes() != current.sizes() || t.scalar_type() != current.scalar_type()) {
-      throw InvalidArgument(
-          fmt::format("Variable '{}' in the checkpoint '{}' has {}, the graph's has {}", name,
-                      cp.path, internal::describe_tensor(t), internal::describe_tensor(current)));
-    }
-    plan.variables.emplace_back(v, t);
-  }
-
-  std::set<std::string> used;
-  for (Node t : g.train_ops()) {
-    const auto& name = g.name(t);
-    auto it = cp.optimizers.find(name);
-    if (it == cp.optimizers.end()) {
-      plan.warnings.push_back(fmt::format(
-          "The checkpoint '{}' has no optimizer state for train op '{}'; it is left as it is",
-          cp.path, name));
-      continue;
-    }
-    used.insert(name);
-    // A state that does not fit fails here, before anything changed: an archive is loaded into
-    // a scratch optimizer over the same variables.
-    try {
-      const internal::OptimizerState& s = it->second;
-      size_t groups = 0;
-      if (s.is_encoded()) {
-        internal::check_encoded_optimizer(s.encoded, g.optimizer(t));
-        groups = g.optimizer(t).param_groups().size();
-      } else {
-        auto scratch = g.make_optimizer(t);
-        torch::serialize::InputArchive archive;
-        archive.load_from(s.archive.data(), s.archive.size());
-        scratch->load(archive);
-        groups = scratch->param_groups().size();
-      }
-      if (!s.lrs.empty() && s.lrs.size() != groups) {
-        throw InvalidArgument(
-            fmt::format("{} learning rates for {} parameter groups", s.lrs.size(), groups));
-      }
-    } catch (const std::exception& e) {
-      throw InvalidArgument(
-          fmt::format("The optimizer state of train op '{}' in the checkpoint '{}' does not fit "
-                      "its {} optimizer: {}",
-                      name, cp.path, g.optimizer_name(t), internal::first_line(e)));
-    }
-    plan.optimizers.emplace_back(t, &it->second);
-  }
-  for (const auto& [name, s] : cp.optimizers) {
-    if (!used.count(name))
-      plan.warnings.push_back(
-          fmt::format("Ignoring the optimizer state of train op '{}' in the checkpoint '{}': the "
-                      "graph has no such train op",
-                      name, cp.path));
-  }
-
-  if (cp.cpu_rng) {
-    try {
-      at::Generator scratch = at::detail::createCPUGenerator();
-      scratch.set_state(*cp.cpu_rng);
-    } catch (const std::exception& e) {
-      throw InvalidArgument(
-          fmt::format("The CPU RNG state in the checkpoint '{}' cannot be used: {}", cp.path,
-                      internal::first_line(e)));
-    }
-  }
-
-  used.clear();
-  for (Node n : g.inputs()) {
-    const auto& name = g.name(n);
-    auto it = cp.inputs.find(name);
-    if (it == cp.inputs.end()) {
-      plan.warnings.push_back(
-          fmt::format("The checkpoint '{}' has no position for input '{}'; it is left as it is",
-                      cp.path, name));
-      continue;
-    }
-    used.insert(name);
-    plan.inputs.emplace_back(n, it->second);
-  }
-  for (const auto& [name, p] : cp.inputs) {
-    if (!used.count(name))
-      plan.warnings.push_back(fmt::format(
-          "Ignoring the position of input '{}' in the checkpoint '{}': the graph has no such input",
-          name, cp.path));
-  }
-
-  used.clear();
-  for (const auto& [key, provider] : g.state_providers()) {
-    auto it = cp.state.find(key);
-    if (it == cp.state.end()) continue;  // registered after the checkpoint was written
-    used.insert(key);
-    plan.providers.emplace_back(key, provider);
-    plan.provider_bytes.push_back(&it->second);
-  }
-  for (const auto& [key, bytes] : cp.state) {
-    if (!used.count(key))
-      plan.warnings.push_back(fmt::format(
-          "Ignoring state '{}' in the checkpoint '{}': nothing is registered under that key", key,
-          cp.path));
-  }
-  return plan;
-}
-
-void apply(Graph& g, const internal::CheckpointContents& cp, const Plan& plan, const Env& env) {
-  // State providers first: they are the only part that may reject its bytes, and are rolled back
-  // from a snapshot if one does.
-  std::vector<std::string> before;
-  for (const auto& [key, provider] : plan.providers) before.push_back(provider->save_state());
-  for (size_t i = 0; i < plan.providers.size(); ++i) {
-    try {
-      plan.providers[i].second->load_state(*plan.provider_bytes[i]);
-    } catch (const std::exception& e) {
-      for (size_t j = 0; j <= i; ++j) {
-        try {
-          plan.providers[j].second->load_state(before[j]);
-        } catch (const std::exception&) {
-        }
-      }
-      const auto* err = dynamic_cast<const Error*>(&e);
-      throw_error(err ? err->code() : Code::kInvalidArgument,
-                  fmt::format("Cannot restore state '{}' from the checkpoint '{}': {}",
-                              plan.providers[i].first, cp.path, e.what()));
-    }
-  }
-  {
-    at::NoGradGuard no_grad;
-    for (const auto& [v, t] : plan.variables) g.variable_value(v).copy_(t);
-  }
-  for (const auto& [t, s] : plan.optimizers) {
-    auto& opt = g.optimizer(t);
-    // LibTorch's load only adds entries: clear first so that a parameter without saved state
-    // (no step taken yet) does not keep a newer one.
-    if (s->is_encoded()) {
-      internal::load_encoded_optimizer(s->encoded, opt);
-    } else {
-      opt.state().clear();
-      torch::serialize::InputArchive archive;
-      archive.load_from(s->archive.data(), s->archive.size());
-      opt.load(archive);
-    }
-    // LibTorch's load keeps the current options; PyTorch's load_state_dict restores the learning
-    // rate, and schedules that changed it rely on that.
-    for (size_t i = 0; i < s->lrs.size(); ++i) opt.param_groups()[i].options().set_lr(s->lrs[i]);
-  }
-  g.set_global_step_value(cp.global_step);
-  if (cp.cpu_rng) {
-    at::Generator gen = at::detail::getDefaultCPUGenerator();
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    gen.set_state(*cp.cpu_rng);
-  }
-  for (const auto& [n, p] : plan.inputs) g.set_input_position(n, p);
-  for (const auto& w : plan.warnings) env.warning(w);
-}
-
 void check_exists(const std::string& path) {
   for (const std::string& file : {path, sidecar_path(path)}) {
     std::error_code ec;
@@ -545,8 +304,8 @@ void Saver::restore(Session& session, const std::string& path) {
   check_exists(path);
   env.info(fmt::format("Restoring parameters from {}", path));
   internal::CheckpointContents cp = internal::decode_checkpoint(path);
-  Plan plan = check(*graph_, cp);
-  apply(*graph_, cp, plan, env);
+  internal::RestorePlan plan = internal::check_training_state(*graph_, cp);
+  internal::apply_training_state(*graph_, cp, plan, env);
 }
 
 std::optional<std::string> Saver::restore_latest(Session& session,
@@ -580,8 +339,8 @@ std::optional<std::string> Saver::restore_latest(Session& session,
       failures.push_back(e.what());
       continue;
     }
-    Plan plan = check(*graph_, *cp);
-    apply(*graph_, *cp, plan, env);
+    internal::RestorePlan plan = internal::check_training_state(*graph_, *cp);
+    internal::apply_training_state(*graph_, *cp, plan, env);
     std::lock_guard<std::mutex> lock(mu_);
     dir_state(checkpoint_dir, env);  // retention continues with what the state file lists
     return path;

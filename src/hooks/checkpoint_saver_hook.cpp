@@ -17,6 +17,7 @@
 #include "trainhooks/errors.h"
 #include "trainhooks/graph.h"
 #include "trainhooks/summary/event_writer.h"
+#include "util/path.h"
 
 namespace trainhooks {
 
@@ -51,11 +52,6 @@ std::string type_name(const CheckpointSaverListener& l) {
   std::string out = status == 0 && demangled ? demangled : mangled;
   std::free(demangled);
   return out;
-}
-
-bool same_file_path(const std::string& a, const std::string& b) {
-  return fs::absolute(fs::path(a)).lexically_normal() ==
-         fs::absolute(fs::path(b)).lexically_normal();
 }
 
 }  // namespace
@@ -165,7 +161,7 @@ void CheckpointSaverHook::after_create_session(Session& session, Coordinator& co
   const int64_t step = session.global_step();
   timer_.update_last_triggered_step(step);
   const auto listed = saver_->last_checkpoints(checkpoint_dir_);
-  if (!listed.empty() && same_file_path(listed.back(), fmt::format("{}-{}", save_path_, step)) &&
+  if (!listed.empty() && internal::same_path(listed.back(), fmt::format("{}-{}", save_path_, step)) &&
       Saver::checkpoint_exists(listed.back())) {
     return;  // just restored from it
   }

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "checkpoint/checkpoint_file.h"
-#include "util/crc32c.h"
+#include "checkpoint/saver_test_model.h"
 #include "test_util.h"
 #include "trainhooks/checkpoint/checkpoint_reader.h"
 #include "trainhooks/checkpoint/checkpoint_state.h"
@@ -36,81 +36,7 @@ using ::testing::HasSubstr;
 
 namespace {
 
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
-}
-
-struct Counter : th::StateProvider {
-  int value = 0;
-  std::string save_state() const override { return std::to_string(value); }
-  void load_state(std::string_view bytes) override { value = std::stoi(std::string(bytes)); }
-};
-
-// A module, an Adam train op, a shuffled endless input and a registered counter.
-struct Model {
-  explicit Model(int64_t seed = 1, th::OptimizerFactory optimizer = th::adam(0.05)) {
-    torch::manual_seed(seed);  // different module initialisations for different seeds
-    net = torch::nn::Linear(3, 2);
-    g.add_module("net", net);
-    auto xs = torch::arange(48, torch::kFloat).reshape({16, 3}) / 20;
-    auto ys = torch::stack({xs.sum(1), xs.select(1, 0) - xs.select(1, 2)}, 1);
-    batch = g.input("data", th::tensor_source({xs, ys}, {"x", "y"}),
-                    {.batch_size = 3, .shuffle = true, .seed = 5, .num_epochs = 0});
-    auto n = net.ptr();  // a shared_ptr: forward() is non-const
-    auto b = batch;
-    loss =
-        g.op("loss", [=](th::Run& r) { return (n->forward(r[b[0]]) - r[b[1]]).square().mean(); });
-    train = g.minimize("train", loss, std::move(optimizer));
-    g.register_state("test/counter", &counter);
-  }
-  void steps(th::Session& s, int n) {
-    for (int i = 0; i < n; ++i) s.run({train});
-  }
-  std::vector<at::Tensor> values() const {
-    std::vector<at::Tensor> out;
-    for (th::Node v : g.variables()) out.push_back(g.variable_value(v).detach().clone());
-    return out;
-  }
-
-  th::Graph g;
-  torch::nn::Linear net{nullptr};
-  th::InputNodes batch;
-  th::Node loss, train;
-  Counter counter;
-};
-
-void expect_same(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i])) << "variable " << i;
-}
-
-template <typename E, typename Fn>
-std::string message_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("wrong exception type: ") + e.what();
-  }
-  return "<no exception>";
-}
-
-class SaverTest : public ::testing::Test {
- protected:
-  th::SaverOptions options(int max_to_keep = 5) {
-    return {.max_to_keep = max_to_keep, .env = fe.env()};
-  }
-  std::vector<std::string> warnings() const { return fe.log->messages(th::LogLevel::kWarning); }
-
-  th::testing::FakeEnv fe;
-  th::testing::TempDir dir;
-};
+using namespace th::testing::saver_fixture;
 
 TEST_F(SaverTest, SaveWritesNamedFilesAndTheStateFile) {
   Model m;
@@ -153,101 +79,6 @@ TEST_F(SaverTest, SaveWithoutAStepUsesThePrefixAndSameStepReplacesItsEntry) {
   ASSERT_TRUE(state);
   EXPECT_EQ(state->model_checkpoint_path, prefix + "-1");
   EXPECT_THAT(state->all_model_checkpoint_paths, ElementsAre(prefix, prefix + "-2", prefix + "-1"));
-}
-
-TEST_F(SaverTest, RestoreIntoAFreshGraphIsBitIdenticalAndTrainingContinuesIdentically) {
-  Model a(1);
-  th::Session sa(a.g);
-  a.steps(sa, 5);  // Adam moments, global step 5, input mid-epoch
-  a.counter.value = 42;
-  th::Saver saver_a(a.g, options());
-  const std::string path = saver_a.save(sa, dir.file("model.ckpt"), a.g.global_step_value());
-
-  Model b(2);
-  th::Session sb(b.g);
-  ASSERT_FALSE(torch::equal(a.values()[0], b.values()[0]));
-  th::Saver(b.g, options()).restore(sb, path);
-  EXPECT_THAT(fe.log->messages(), ElementsAre("Restoring parameters from " + path));
-  expect_same(a.values(), b.values());
-  EXPECT_EQ(b.g.global_step_value(), 5);
-  EXPECT_EQ(b.g.input_position(b.batch[0]), a.g.input_position(a.batch[0]));
-  EXPECT_EQ(b.g.input_position(b.batch[0]), (th::InputPosition{0, 15}));
-  EXPECT_EQ(b.counter.value, 42);
-
-  // One more step in both: equal only if the Adam moments and step counts were restored too.
-  a.steps(sa, 3);
-  b.steps(sb, 3);
-  expect_same(a.values(), b.values());
-  EXPECT_EQ(b.g.global_step_value(), 8);
-  EXPECT_TRUE(warnings().empty()) << ::testing::PrintToString(warnings());
-}
-
-TEST_F(SaverTest, RestoreOverTrainedStateResetsOptimizerStateAndLearningRate) {
-  Model a;
-  th::Session sa(a.g);
-  th::Saver saver(a.g, options());
-  const auto initial = a.values();
-  const std::string path = saver.save(sa, dir.file("model.ckpt"), 0);  // no optimizer state yet
-  a.steps(sa, 4);
-  th::set_learning_rate(a.g.optimizer(a.train), 0.5);
-  saver.restore(sa, path);
-  expect_same(a.values(), initial);
-  EXPECT_EQ(a.g.global_step_value(), 0);
-  EXPECT_TRUE(a.g.optimizer(a.train).state().empty());
-  EXPECT_DOUBLE_EQ(th::learning_rate(a.g.optimizer(a.train)), 0.05);
-}
-
-TEST_F(SaverTest, RngStateIsSavedAndRestored) {
-  Model m;
-  th::Session s(m.g);
-  th::Saver saver(m.g, options());
-  torch::manual_seed(123);
-  const std::string path = saver.save(s, dir.file("model.ckpt"), 0);
-  const at::Tensor after_save = torch::rand({6});
-  torch::rand({100});  // move the generator on
-  saver.restore(s, path);
-  EXPECT_TRUE(torch::equal(torch::rand({6}), after_save));
-}
-
-TEST_F(SaverTest, StateProviderKeysMissingFromEitherSideAreHandled) {
-  Model a;
-  Counter gone;
-  gone.value = 9;
-  a.g.register_state("test/gone", &gone);
-  a.counter.value = 3;
-  th::Session sa(a.g);
-  const std::string path = th::Saver(a.g, options()).save(sa, dir.file("model.ckpt"), 0);
-
-  Model b;
-  Counter added;
-  added.value = 77;
-  b.g.register_state("test/added", &added);
-  th::Session sb(b.g);
-  th::Saver(b.g, options()).restore(sb, path);
-  EXPECT_EQ(b.counter.value, 3);
-  EXPECT_EQ(added.value, 77);  // not in the file: left as it is
-  EXPECT_THAT(warnings(), ElementsAre(HasSubstr("Ignoring state 'test/gone'")));
-}
-
-TEST_F(SaverTest, AProviderThatRejectsItsBytesChangesNothing) {
-  struct Picky : th::StateProvider {
-    std::string save_state() const override { return "x"; }
-    void load_state(std::string_view) override { throw th::InvalidArgument("picky refuses"); }
-  } picky;
-  Model m;
-  m.g.register_state("test/z_picky", &picky);
-  th::Session s(m.g);
-  th::Saver saver(m.g, options());
-  m.counter.value = 1;
-  const std::string path = saver.save(s, dir.file("model.ckpt"), 0);
-  m.steps(s, 2);
-  m.counter.value = 2;
-  const auto before = m.values();
-  EXPECT_THAT(message_of<th::InvalidArgument>([&] { saver.restore(s, path); }),
-              AllOf(HasSubstr("test/z_picky"), HasSubstr("picky refuses")));
-  expect_same(m.values(), before);
-  EXPECT_EQ(m.g.global_step_value(), 2);
-  EXPECT_EQ(m.counter.value, 2);  // loaded, then rolled back
 }
 
 TEST_F(SaverTest, MaxToKeepDeletesTheOldestAndRewritesTheStateFile) {
@@ -454,55 +285,6 @@ TEST_F(SaverTest, TruncatedOrExtendedFilesAreDataLoss) {
   EXPECT_THAT(message_of<th::NotFoundError>([&] { saver.restore(s, path); }), HasSubstr(path));
 }
 
-TEST_F(SaverTest, MismatchedVariablesAreNamed) {
-  th::Graph a;
-  a.variable("w", torch::ones({2}));
-  a.variable("v", torch::ones({1}));
-  th::Session sa(a);
-  const std::string path = th::Saver(a, options()).save(sa, dir.file("model.ckpt"), 0);
-
-  th::Graph shape;
-  shape.variable("w", torch::ones({3}));
-  th::Session s1(shape);
-  EXPECT_THAT(
-      message_of<th::InvalidArgument>([&] { th::Saver(shape, options()).restore(s1, path); }),
-      AllOf(HasSubstr("'w'"), HasSubstr("shape [2]"), HasSubstr("shape [3]")));
-
-  th::Graph dtype;
-  dtype.variable("w", torch::ones({2}, torch::kDouble));
-  th::Session s2(dtype);
-  EXPECT_THAT(
-      message_of<th::InvalidArgument>([&] { th::Saver(dtype, options()).restore(s2, path); }),
-      AllOf(HasSubstr("'w'"), HasSubstr("Double")));
-
-  th::Graph missing;
-  missing.variable("u", torch::ones({2}));
-  th::Session s3(missing);
-  EXPECT_THAT(
-      message_of<th::NotFoundError>([&] { th::Saver(missing, options()).restore(s3, path); }),
-      HasSubstr("Variable 'u'"));
-  EXPECT_TRUE(torch::equal(missing.variable_value(missing.find("u")), torch::ones({2})));
-}
-
-TEST_F(SaverTest, AnOptimizerStateOfAnotherKindIsRejected) {
-  Model a;
-  th::Session sa(a.g);
-  a.steps(sa, 1);
-  const std::string path = th::Saver(a.g, options()).save(sa, dir.file("model.ckpt"), 1);
-
-  th::Graph b;
-  auto net = torch::nn::Linear(3, 2);
-  b.add_module("net", net);
-  auto loss = b.op("loss", [=](th::Run& r) { return net->weight.sum(); });
-  auto train = b.minimize("train", loss, th::sgd(0.1, {.momentum = 0.9}));
-  th::Session sb(b);
-  sb.run({train});
-  const auto before = b.variable_value(b.find("net/weight")).clone();
-  EXPECT_THAT(message_of<th::InvalidArgument>([&] { th::Saver(b, options()).restore(sb, path); }),
-              AllOf(HasSubstr("train op 'train'"), HasSubstr("sgd")));
-  EXPECT_TRUE(torch::equal(b.variable_value(b.find("net/weight")), before));
-}
-
 TEST_F(SaverTest, BadArgumentsAreNamed) {
   Model m;
   th::Session s(m.g);
@@ -683,54 +465,6 @@ TEST_F(SaverTest, SnapshotChecksItsArgumentsAndWriteAnEmptySnapshot) {
       "Parent directory of " + dir.file("missing/model.ckpt") + " doesn't exist, can't save.");
   EXPECT_EQ(message_of<th::InvalidArgument>([&] { saver.write(th::SaverSnapshot()); }),
             "Saver::write: the snapshot is empty");
-}
-
-// Format 1 held every optimizer's state as an Optimizer::save archive (format 2 still does for
-// optimizers other than LibTorch's built-in ones): such a checkpoint restores the same state.
-TEST_F(SaverTest, OptimizerStateHeldAsAnArchiveRestoresTheSame) {
-  Model a;
-  th::Session sa(a.g);
-  a.steps(sa, 3);
-  th::Saver saver(a.g, options());
-  const std::string path = saver.save(sa, dir.file("model.ckpt"), 3);
-
-  th::internal::CheckpointContents cp = th::internal::decode_checkpoint(path);
-  auto& opt = cp.optimizers.at("train");
-  ASSERT_TRUE(opt.is_encoded());
-  opt.archive = th::CheckpointReader(path).optimizer_archive("train");
-  opt.encoded = c10::IValue();
-  cp.path = dir.file("v1.ckpt-3");
-  th::internal::write_checkpoint_files(cp);
-  // The header of a format 1 file: version 1, and the header CRC over it.
-  std::string side = read_bytes(cp.path + ".trainstate");
-  side[8] = 1;
-  const uint32_t crc = th::crc32c::mask(th::crc32c::value(side.data(), 24));
-  for (int i = 0; i < 4; ++i) side[24 + i] = static_cast<char>((crc >> (8 * i)) & 0xff);
-  write_bytes(cp.path + ".trainstate", side);
-  EXPECT_EQ(th::CheckpointReader(cp.path).optimizers()[0].type, "");
-
-  Model b(2), c(3);
-  th::Session sb(b.g), sc(c.g);
-  th::Saver(b.g, options()).restore(sb, path);
-  th::Saver(c.g, options()).restore(sc, cp.path);
-  b.steps(sb, 2);
-  c.steps(sc, 2);
-  expect_same(b.values(), c.values());
-}
-
-TEST_F(SaverTest, RestoringAnotherOptimizersStateSaysSoAndChangesNothing) {
-  Model a;
-  th::Session sa(a.g);
-  a.steps(sa, 1);
-  const std::string path = th::Saver(a.g, options()).save(sa, dir.file("model.ckpt"), 1);
-  Model b(2, th::sgd(0.1, {.momentum = 0.9}));
-  th::Session sb(b.g);
-  const auto before = b.values();
-  EXPECT_EQ(message_of<th::InvalidArgument>([&] { th::Saver(b.g, options()).restore(sb, path); }),
-            "The optimizer state of train op 'train' in the checkpoint '" + path +
-                "' does not fit its sgd optimizer: the checkpoint holds the state of an optimizer "
-                "of type 'adam'");
-  expect_same(b.values(), before);
 }
 
 // A synchronous save writes its two files at once; when either fails, the error names that file

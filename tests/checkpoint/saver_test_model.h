@@ -1,0 +1,103 @@
+// The fixture of the Saver, training-state and CheckpointManager tests: a model with every kind
+// of checkpointed state (a module trained by Adam, a shuffled endless input, a registered
+// StateProvider), a fake Env, a temporary directory and small file helpers.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <torch/nn/modules/linear.h>
+
+#include <cstdint>
+#include <exception>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "checkpoint/checkpoint_test_model.h"
+#include "test_util.h"
+#include "trainhooks/checkpoint/saver.h"
+#include "trainhooks/env.h"
+#include "trainhooks/graph.h"
+#include "trainhooks/input.h"
+#include "trainhooks/optimizers.h"
+#include "trainhooks/session.h"
+
+namespace trainhooks::testing::saver_fixture {
+
+namespace th = trainhooks;
+
+// The names these tests have always used for checkpoint_test_model.h's helpers.
+inline std::string read_bytes(const std::string& path) { return read_file_bytes(path); }
+inline void write_bytes(const std::string& path, const std::string& bytes) {
+  write_file_bytes(path, bytes);
+}
+
+struct Counter : th::StateProvider {
+  int value = 0;
+  std::string save_state() const override { return std::to_string(value); }
+  void load_state(std::string_view bytes) override { value = std::stoi(std::string(bytes)); }
+};
+
+// A module, an Adam train op, a shuffled endless input and a registered counter.
+struct Model {
+  explicit Model(int64_t seed = 1, th::OptimizerFactory optimizer = th::adam(0.05)) {
+    torch::manual_seed(seed);  // different module initialisations for different seeds
+    net = torch::nn::Linear(3, 2);
+    g.add_module("net", net);
+    auto xs = torch::arange(48, torch::kFloat).reshape({16, 3}) / 20;
+    auto ys = torch::stack({xs.sum(1), xs.select(1, 0) - xs.select(1, 2)}, 1);
+    batch = g.input("data", th::tensor_source({xs, ys}, {"x", "y"}),
+                    {.batch_size = 3, .shuffle = true, .seed = 5, .num_epochs = 0});
+    auto n = net.ptr();  // a shared_ptr: forward() is non-const
+    auto b = batch;
+    loss =
+        g.op("loss", [=](th::Run& r) { return (n->forward(r[b[0]]) - r[b[1]]).square().mean(); });
+    train = g.minimize("train", loss, std::move(optimizer));
+    g.register_state("test/counter", &counter);
+  }
+  void steps(th::Session& s, int n) {
+    for (int i = 0; i < n; ++i) s.run({train});
+  }
+  std::vector<at::Tensor> values() const {
+    std::vector<at::Tensor> out;
+    for (th::Node v : g.variables()) out.push_back(g.variable_value(v).detach().clone());
+    return out;
+  }
+
+  th::Graph g;
+  torch::nn::Linear net{nullptr};
+  th::InputNodes batch;
+  th::Node loss, train;
+  Counter counter;
+};
+
+inline void expect_same(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i])) << "variable " << i;
+}
+
+template <typename E, typename Fn>
+std::string message_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const E& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return std::string("wrong exception type: ") + e.what();
+  }
+  return "<no exception>";
+}
+
+class SaverTest : public ::testing::Test {
+ protected:
+  th::SaverOptions options(int max_to_keep = 5) {
+    return {.max_to_keep = max_to_keep, .env = fe.env()};
+  }
+  std::vector<std::string> warnings() const { return fe.log->messages(th::LogLevel::kWarning); }
+
+  th::testing::FakeEnv fe;
+  th::testing::TempDir dir;
+};
+
+}  // namespace trainhooks::testing::saver_fixture
