@@ -3,12 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <filesystem>
 
 #include "checkpoint/checkpoint_file.h"
 #include "checkpoint/optimizer_state.h"
+#include "trainhooks/checkpoint/checkpoint_manager.h"
 #include "trainhooks/checkpoint/checkpoint_state.h"
 #include "trainhooks/errors.h"
 
@@ -143,18 +143,6 @@ CheckpointState required_state(const std::string& dir) {
   return *std::move(state);
 }
 
-std::optional<int64_t> step_suffix(const std::string& path) {
-  const std::string name = fs::path(path).filename().string();
-  const auto dash = name.rfind('-');
-  if (dash == std::string::npos || dash + 1 == name.size()) return std::nullopt;
-  int64_t step = 0;
-  const char* first = name.data() + dash + 1;
-  const char* last = name.data() + name.size();
-  auto [end, ec] = std::from_chars(first, last, step);
-  if (ec != std::errc() || end != last || *first == '-' || *first == '+') return std::nullopt;
-  return step;
-}
-
 std::optional<double> modification_time(const std::string& path) {
   std::error_code ec;
   const auto t = fs::last_write_time(path, ec);
@@ -202,7 +190,7 @@ std::vector<ListedCheckpoint> list_checkpoints(const std::string& checkpoint_dir
       *exists = !ec && fs::is_regular_file(file, ec);
       if (*exists) c.bytes += size;
     }
-    c.step = step_suffix(c.path);
+    c.step = CheckpointManager::step_of(c.path);
     if (!c.step && c.exists()) {
       try {
         c.step = internal::decode_checkpoint(c.path).global_step;

@@ -113,8 +113,8 @@ std::string resolve_checkpoint(const std::string& dir_or_path);
 // One checkpoint listed in a directory's state file (checkpoint_state.h).
 struct ListedCheckpoint {
   std::string path;  // relative paths joined with the directory, as get_checkpoint_state does
-  // The `-N` suffix of the path (the Saver's naming); else the training state's global step when
-  // that file can be read; else none.
+  // The `-N` suffix of the path (CheckpointManager::step_of); else the training state's global step
+  // when that file can be read; else none.
   std::optional<int64_t> step;
   // When it was written: the state file's time stamp, else the variables file's modification
   // time, else none.

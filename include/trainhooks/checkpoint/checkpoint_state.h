@@ -7,7 +7,8 @@
 //   all_model_checkpoint_timestamps: 1700000000.5
 //   all_model_checkpoint_timestamps: 1700000600.25
 //
-// The Saver keeps this file; these functions are for tools and tests.
+// CheckpointManager (checkpoint_manager.h) keeps this file; these functions are for tools and
+// tests.
 //
 //   if (auto state = th::get_checkpoint_state("runs/exp1"))
 //     for (const auto& p : state->all_model_checkpoint_paths) std::cout << p << "\n";

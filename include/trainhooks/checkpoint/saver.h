@@ -1,30 +1,36 @@
-// Saver: writes and restores full training checkpoints of a Graph, with TensorFlow's naming,
-// state file and retention (tf.compat.v1.train.Saver).
+// Saver: writes and reads one training checkpoint of a Graph (TF2's tf.train.Checkpoint
+// write/read), and keeps TensorFlow 1's Saver API on top of CheckpointManager.
 //
-// save(session, "ckpt/model.ckpt", 200) writes two files and returns "ckpt/model.ckpt-200":
+// write(session, "ckpt/model.ckpt-200") writes two files and returns the path:
 //   ckpt/model.ckpt-200             every variable, as a dict name -> tensor that Python reads
 //                                   with torch.load(path) (LibTorch's pickle format)
 //   ckpt/model.ckpt-200.trainstate  the rest of the training state (optimizer state of every
 //                                   train op, global step, CPU RNG state, input positions,
 //                                   registered StateProviders) and the size and CRC32C of the
 //                                   variables file; see docs/formats.md "Checkpoints"
-// Each file is replaced atomically (temporary file, fsync, rename, fsync of the directory), then
-// the state file ckpt/checkpoint (checkpoint_state.h) lists the new checkpoint, and only then are
-// checkpoints beyond max_to_keep deleted, oldest first, unless the keep_checkpoint_every_n_hours
-// rule keeps them. A kill at any moment leaves every listed checkpoint complete.
+// Each file is replaced atomically (temporary file, fsync, rename, fsync of the directory). A
+// Saver keeps no record of what it wrote: naming checkpoints by step, the `checkpoint` state file,
+// retention and "the latest checkpoint" belong to CheckpointManager (checkpoint_manager.h).
 //
 // restore(session, path) reads and verifies both files (sizes and CRC32Cs), checks them against
 // the graph and only then changes anything: it either restores everything or nothing.
 //
-//   th::Saver saver(g, {.max_to_keep = 3});
-//   std::string path = saver.save(sess, "ckpt/model.ckpt", g.global_step_value());
-//   ...
-//   if (!saver.restore_latest(sess, "ckpt")) g.initialize();   // nothing saved yet
+// The primary API: write(session, path), snapshot(session, path) + write(snapshot),
+// restore(session, path), checkpoint_exists(path).
 //
-// The Saver remembers, per directory, the checkpoints it listed (TensorFlow's last_checkpoints);
-// its first save into a directory, or restore_latest(), reads that directory's state file so that
-// retention continues across restarts. One save or restore at a time, on the thread that runs
-// the session; only write() (below) may run on another thread.
+//   th::Saver saver(g);
+//   saver.write(sess, "export/model.ckpt");              // one checkpoint, nothing else
+//   th::Saver(other_graph).restore(other_sess, "export/model.ckpt");
+//
+// TensorFlow 1 compatibility: save(session, prefix, step), snapshot(session, prefix, step),
+// restore_latest(session, dir), latest_checkpoint(dir) and last_checkpoints(dir) behave as
+// tf.compat.v1.train.Saver's: save() writes `<prefix>-<step>` and lists it in the state file of
+// the prefix's directory with retention (SaverOptions). They are thin wrappers over one
+// CheckpointManager per directory that the Saver makes on first use (its hours rule counting from
+// the Saver's creation); new code uses a CheckpointManager directly.
+//
+// One save or restore at a time, on the thread that runs the session; write(snapshot) may run on
+// another thread.
 #pragma once
 
 #include <cstdint>
@@ -40,11 +46,17 @@
 
 namespace trainhooks {
 
+class CheckpointManager;
 class Graph;
 class Session;
 
+namespace internal {
+struct CheckpointContents;
+}
+
 struct SaverOptions {
-  // Checkpoints kept (and listed in the state file), newest ones; <= 0 keeps all of them.
+  // Retention of the compatibility API (save(session, prefix, step)): checkpoints kept and
+  // listed per directory; <= 0 keeps all of them.
   int max_to_keep = 5;
   // A checkpoint dropped by max_to_keep is kept on disk (no longer listed) when it was written
   // more than this many hours after the previous one kept this way (the first: after the Saver
@@ -59,8 +71,9 @@ struct SaverOptions {
   Env env;
 };
 
-// A checkpoint captured in host memory by Saver::snapshot(), written by Saver::write(). Movable;
-// holds copies, so training may go on while it is written.
+// A checkpoint captured in host memory by Saver::snapshot() or CheckpointManager::snapshot(),
+// written by Saver::write() or CheckpointManager::write(). Movable; holds copies, so training may
+// go on while it is written.
 class SaverSnapshot {
  public:
   SaverSnapshot();
@@ -72,11 +85,15 @@ class SaverSnapshot {
   // The checkpoint path it will be written to, and its global step.
   const std::string& path() const;
   int64_t global_step() const;
+  // When it was captured (seconds since the Unix epoch, on the Saver's clock): the checkpoint's
+  // time stamp.
+  double wall_time() const;
   // Host memory it holds: the variables' and optimizer states' bytes.
   size_t bytes() const;
 
  private:
   friend class Saver;
+  friend class CheckpointManager;
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
@@ -89,24 +106,24 @@ class Saver {
   Saver(const Saver&) = delete;
   Saver& operator=(const Saver&) = delete;
 
-  // Writes `<prefix>-<global_step>` (`<prefix>` without a step) and returns that path.
-  // InvalidArgument for an empty or directory-like prefix, a negative step, a prefix that would
-  // overwrite the state file, or a session on another graph; NotFoundError when the directory
-  // does not exist; write errors (a full disk: ResourceExhaustedError) name the file. The two
-  // files of the checkpoint are written at once, on this thread and a second one.
-  std::string save(Session& session, const std::string& save_path_prefix,
-                   std::optional<int64_t> global_step = std::nullopt);
+  // ---- One checkpoint --------------------------------------------------------------------------
+  // Writes the checkpoint at exactly `path` (the two files at once, on this thread and a second
+  // one) and returns `path`. No state file is written and nothing is deleted. InvalidArgument for
+  // an empty or directory-like path, the name `checkpoint` (the state file's), or a session on
+  // another graph; NotFoundError when the directory does not exist; write errors (a full disk:
+  // ResourceExhaustedError) name the file.
+  std::string write(Session& session, const std::string& path);
 
-  // save() in two halves, for saving while training goes on (CheckpointSaverHookOptions::
-  // async_save): snapshot() copies the variables, optimizer states and the rest into host memory
-  // on the thread that runs the session (with save()'s argument checks; the copy is all it costs
-  // that thread), and write() encodes and writes that copy, on any thread, with save()'s
-  // guarantees and write errors, and returns its path. write() calls are serialised; a restore
-  // must not run during a write. Optimizers whose state is not one of LibTorch's built-in
-  // optimizers' are serialised by snapshot() itself.
-  SaverSnapshot snapshot(Session& session, const std::string& save_path_prefix,
-                         std::optional<int64_t> global_step = std::nullopt);
-  std::string write(SaverSnapshot snapshot);
+  // write() in two halves, for saving while training goes on: snapshot() copies the variables,
+  // optimizer states and the rest into host memory on the thread that runs the session (with
+  // write()'s argument checks; the copy is all it costs that thread), and write(snapshot) encodes
+  // and writes that copy, on any thread, with write()'s guarantees and errors, and returns its
+  // path. Optimizers whose state is not one of LibTorch's built-in optimizers' are serialised by
+  // snapshot() itself. A restore must not run during a write.
+  SaverSnapshot snapshot(Session& session, const std::string& path);
+  // Static: a snapshot carries all it needs. A snapshot of the compatibility form below is also
+  // listed in its directory's state file, as save() does.
+  static std::string write(SaverSnapshot snapshot);
 
   // Logs `Restoring parameters from PATH`. NotFoundError naming a missing file, DataLossError
   // naming a corrupt or truncated one, FailedPreconditionError for a newer format;
@@ -117,57 +134,71 @@ class Saver {
   // those the file lacks are left as they are (with a warning for inputs and train ops).
   void restore(Session& session, const std::string& path);
 
-  // Restores the newest checkpoint listed in `<checkpoint_dir>/checkpoint` and returns its path.
-  // A listed checkpoint that is missing, corrupt or truncated is skipped with a warning naming
-  // it, and the previous one is tried. nullopt when no state file exists; DataLossError when
-  // checkpoints are listed but none can be restored, or the state file cannot be parsed (never
-  // a silent fresh start). Errors that are not about the files (a graph mismatch) propagate.
-  std::optional<std::string> restore_latest(Session& session, const std::string& checkpoint_dir);
-
-  // TensorFlow's latest_checkpoint: the newest listed checkpoint if its files exist, else
-  // nullopt (logging an error when the state file names a missing checkpoint, a warning when it
-  // cannot be parsed).
-  static std::optional<std::string> latest_checkpoint(const std::string& checkpoint_dir,
-                                                      const Env& env = Env::system());
-
   // True when both files of the checkpoint at `path` exist.
   static bool checkpoint_exists(const std::string& path);
 
-  // The checkpoints this Saver lists in `checkpoint_dir`'s state file, oldest first
-  // (TensorFlow's last_checkpoints); empty before its first save there or restore_latest().
+  // ---- TensorFlow 1 compatibility (tf.compat.v1.train.Saver) ----------------------------------
+  // Writes `<prefix>-<global_step>` (`<prefix>` without a step), lists it in the state file of the
+  // prefix's directory, deletes checkpoints beyond max_to_keep (CheckpointManager::write) and
+  // returns the path. write()'s errors, naming save_path_prefix; InvalidArgument for a negative
+  // step or a prefix that would overwrite the state file.
+  std::string save(Session& session, const std::string& save_path_prefix,
+                   std::optional<int64_t> global_step = std::nullopt);
+  // save() in two halves: the snapshot of `<prefix>-<global_step>` is listed when written.
+  SaverSnapshot snapshot(Session& session, const std::string& save_path_prefix,
+                         std::optional<int64_t> global_step);
+
+  // CheckpointManager::restore_latest of `checkpoint_dir`; retention of later saves into that
+  // directory continues with what its state file lists.
+  std::optional<std::string> restore_latest(Session& session, const std::string& checkpoint_dir);
+
+  // CheckpointManager::latest of `checkpoint_dir`.
+  static std::optional<std::string> latest_checkpoint(const std::string& checkpoint_dir,
+                                                      const Env& env = Env::system());
+
+  // CheckpointManager::checkpoints of `checkpoint_dir` (TensorFlow's last_checkpoints).
   std::vector<std::string> last_checkpoints(const std::string& checkpoint_dir) const;
 
   Graph& graph() const { return *graph_; }
   const SaverOptions& options() const { return options_; }
 
  private:
-  struct Listed {
-    std::string path;
-    double timestamp;
-  };
-  struct DirState {
-    std::vector<Listed> checkpoints;  // oldest first
-    double last_preserved_timestamp = 0;
-  };
-  SaverSnapshot capture(Session& session, const std::string& save_path_prefix,
-                        std::optional<int64_t> global_step, bool copy);
-  DirState& dir_state(const std::string& dir, const Env& env);
-  void recover(DirState& state, const std::string& dir, const Env& env);
+  friend class CheckpointManager;  // saves without a copy, restores with a fallback
+  // InvalidArgument or NotFoundError (named `arg` in messages of `what`) unless `given` can be a
+  // checkpoint's path: a file name in an existing directory, not the state file's.
+  // `prefix_of_step`: `given` gets `-<step>` appended, so it cannot be the state file's name.
+  static void check_save_path(const char* what, const char* arg, const std::string& given,
+                              bool prefix_of_step);
+  // Checks that `session` runs this Saver's graph (`what` names the caller).
+  void check_session(const Session& session, const char* what) const;
+  // Captures the state of the session's graph for `path`; copies the tensors when `copy`.
+  SaverSnapshot capture(Session& session, const std::string& path, bool copy) const;
+  // restore() in two halves, for CheckpointManager::restore_latest, which falls back to an
+  // earlier checkpoint when read() fails and not when apply() does: read() checks that both
+  // files exist, logs `Restoring parameters from PATH` and decodes them; apply() checks the
+  // contents against the graph and applies them.
+  internal::CheckpointContents read(const std::string& path, const Env& env) const;
+  void apply(const internal::CheckpointContents& contents, const Env& env) const;
+  // The path of `<prefix>-<step>` for the compatibility API, checked.
+  std::string compat_path(Session& session, const std::string& save_path_prefix,
+                          std::optional<int64_t> global_step) const;
+  // The manager of `dir` for the compatibility API, made on first use.
+  std::shared_ptr<CheckpointManager> manager_for(const std::string& dir) const;
   Env env_for(const Session& session) const;
 
   Graph* graph_;
   SaverOptions options_;
   std::shared_ptr<Clock> clock_;
-  double next_keep_time_;
-  std::map<std::string, DirState> dirs_;  // by absolute, normal directory; guarded by mu_
-  mutable std::mutex mu_;
-  std::mutex write_mu_;  // one write() at a time
+  double created_at_;
+  mutable std::mutex mu_;                                                       // guards managers_
+  mutable std::map<std::string, std::shared_ptr<CheckpointManager>> managers_;  // by normal dir
 };
 
 // Restore functions for a chief's session creator (SessionCreatorOptions::restore): the newest
 // usable checkpoint of `checkpoint_dir` (nothing when none is listed; see restore_latest), or
-// exactly the checkpoint at `path`.
-std::function<void(Session&)> restore_latest_checkpoint(std::shared_ptr<Saver> saver, std::string checkpoint_dir);
+// exactly the checkpoint at `path`. With a CheckpointManager: checkpoint_manager.h.
+std::function<void(Session&)> restore_latest_checkpoint(std::shared_ptr<Saver> saver,
+                                                        std::string checkpoint_dir);
 std::function<void(Session&)> restore_checkpoint(std::shared_ptr<Saver> saver, std::string path);
 
 }  // namespace trainhooks

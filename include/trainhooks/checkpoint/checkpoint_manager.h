@@ -1,0 +1,156 @@
+// CheckpointManager: the checkpoints of one directory (TF2's tf.train.CheckpointManager): their
+// names, the `checkpoint` state file that lists them, which are kept, which is the latest, and
+// restoring the latest one.
+//
+// It holds a directory and a basename ("model.ckpt"), and owns the naming rule: the checkpoint of
+// global step N is `<directory>/<basename>-N` (path_for), and step_of() reads N back from such a
+// path; nothing else in trainhooks builds or parses these names. A save writes the checkpoint's
+// two files (Saver, saver.h), then rewrites the state file (checkpoint_state.h) to list it, and
+// only then deletes the checkpoints beyond max_to_keep, oldest first, unless the
+// keep_checkpoint_every_n_hours rule keeps them on disk (no longer listed). A kill at any moment
+// leaves every listed checkpoint complete.
+//
+//   auto manager = std::make_shared<th::CheckpointManager>("runs/exp1", {.max_to_keep = 3});
+//   if (!manager->restore_latest(sess)) g.initialize();        // nothing saved yet
+//   ...
+//   manager->save(sess, g.global_step_value());                // runs/exp1/model.ckpt-<step>
+//
+// The manager reads the state file the first time it needs the list (a save, checkpoints(),
+// restore_latest()), so one made on a directory that already holds checkpoints continues their
+// retention; the hours rule counts from the manager's creation. MonitoredTrainingSession makes one
+// manager of checkpoint_dir and gives it to the chief's restore and to its CheckpointSaverHook.
+//
+// Thread-safety: save(), snapshot() and restore_latest() run on the thread that runs the session;
+// write() may run on any thread (AsyncCheckpointWriter's); the list is guarded, so const methods
+// may be called from any thread. A restore must not run during a write.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "trainhooks/checkpoint/saver.h"
+#include "trainhooks/env.h"
+
+namespace trainhooks {
+
+class Session;
+
+struct CheckpointManagerOptions {
+  // The checkpoints' file name before `-<step>` (TF2's checkpoint_name); a file name, no
+  // directory part.
+  std::string basename = "model.ckpt";
+  // Checkpoints kept (and listed in the state file), newest ones; <= 0 keeps all of them.
+  int max_to_keep = 5;
+  // A checkpoint dropped by max_to_keep is kept on disk (no longer listed) when it was written
+  // more than this many hours after the previous one kept this way (the first: after the manager
+  // was created). Positive.
+  double keep_checkpoint_every_n_hours = 10000;
+  // Write the state file's paths relative to the directory (a directory that can be moved).
+  // false, TensorFlow's default: as given, and relative when the directory itself is relative.
+  bool save_relative_paths = false;
+  // clock: checkpoint time stamps and the hours rule (wall time), read from construction on;
+  // null: the system clock. log: `Restoring parameters from ...` and warnings; null: the
+  // session's log sink, then stderr.
+  Env env;
+};
+
+class CheckpointManager {
+ public:
+  // InvalidArgument naming the argument for an empty directory, a basename that is not a file
+  // name, or a keep_checkpoint_every_n_hours that is not positive. Reads no file.
+  explicit CheckpointManager(std::string directory, CheckpointManagerOptions options = {});
+  ~CheckpointManager();
+  CheckpointManager(const CheckpointManager&) = delete;
+  CheckpointManager& operator=(const CheckpointManager&) = delete;
+
+  const std::string& directory() const { return directory_; }
+  const CheckpointManagerOptions& options() const { return options_; }
+  // `<directory>/<basename>`: what path_for() appends `-<step>` to.
+  const std::string& prefix() const { return prefix_; }
+
+  // ---- Naming ----------------------------------------------------------------------------------
+  // `<directory>/<basename>-<step>`. InvalidArgument for a negative step.
+  std::string path_for(int64_t step) const;
+  // The same rule for any prefix: `<prefix>-<step>` (Saver::save's TF1 naming).
+  static std::string path_for(std::string_view prefix, int64_t step);
+  // The step of a path that ends in `-<digits>` (`runs/exp1/model.ckpt-1200` -> 1200); nullopt
+  // for any other path.
+  static std::optional<int64_t> step_of(std::string_view path);
+
+  // ---- Saving ----------------------------------------------------------------------------------
+  // Writes the checkpoint of `session`'s graph at path_for(step) (the two files at once, on this
+  // thread and a second one), lists it in the state file, applies retention and returns its path.
+  // Saver's errors: NotFoundError when the directory does not exist, write errors naming the
+  // file; nothing is listed or deleted when the write fails.
+  std::string save(Session& session, int64_t step);
+  // save() in two halves, for saving while training goes on: snapshot() copies the state into
+  // host memory on the thread that runs the session (Saver::snapshot), write() writes it, lists
+  // it and applies retention, on any thread, and returns its path. write() accepts any snapshot
+  // of a path in this directory (InvalidArgument otherwise, or for an empty snapshot). Writes
+  // are serialised.
+  SaverSnapshot snapshot(Session& session, int64_t step);
+  std::string write(SaverSnapshot snapshot);
+
+  // ---- State -----------------------------------------------------------------------------------
+  // The checkpoints listed, oldest first: those of the state file whose files existed when it
+  // was first read (the manager's own saves since then included). A state file that cannot be
+  // parsed counts as none, with a warning (its checkpoints are not deleted).
+  std::vector<std::string> checkpoints() const;
+  // TensorFlow's latest_checkpoint: the newest checkpoint the state file lists, read now, if its
+  // files exist; else nullopt, logging an error when the state file names a missing checkpoint
+  // and a warning when it cannot be parsed.
+  std::optional<std::string> latest() const;
+  // Whether the checkpoint of `step` is already on disk as this manager left it: the last one it
+  // saved or restored, still the newest listed, with both files present. CheckpointSaverHook
+  // does not write that checkpoint again after a restore.
+  bool saved_at(int64_t step) const;
+
+  // ---- Restoring -------------------------------------------------------------------------------
+  // Restores the newest listed checkpoint into `session`'s graph and returns its path. A listed
+  // checkpoint that is missing, corrupt or truncated is skipped with a warning naming it, and the
+  // previous one is tried. nullopt when no state file exists; DataLossError when checkpoints are
+  // listed but none can be restored, or the state file cannot be parsed (never a silent fresh
+  // start). Errors that are not about the files (a graph mismatch) propagate.
+  std::optional<std::string> restore_latest(Session& session);
+
+ private:
+  friend class Saver;  // its TF1 compatibility API keeps a manager per directory
+  struct Listed {
+    std::string path;
+    double timestamp;
+  };
+  CheckpointManager(std::string directory, CheckpointManagerOptions options,
+                    std::optional<double> keep_period_start);
+  Env env() const;
+  Env env_for(const Session& session) const;
+  Saver saver_for(Session& session) const;
+  // Reads the state file into checkpoints_ the first time; mu_ held.
+  void recover_locked(const Env& env) const;
+  // Lists `path`, written at `timestamp`, and applies retention; mu_ held.
+  void record_locked(const std::string& path, double timestamp, const Env& env);
+
+  std::string directory_;
+  std::string prefix_;
+  CheckpointManagerOptions options_;
+  std::shared_ptr<Clock> clock_;
+  std::mutex write_mu_;    // one write() at a time
+  mutable std::mutex mu_;  // guards what follows
+  mutable bool recovered_ = false;
+  mutable std::vector<Listed> checkpoints_;  // oldest first
+  mutable double last_preserved_timestamp_ = 0;
+  double next_keep_time_ = 0;
+  bool temporaries_removed_ = false;
+  std::string last_touched_;  // the last checkpoint saved or restored
+};
+
+// The restore function of a chief's session creator (SessionCreatorOptions::restore):
+// manager->restore_latest(session).
+std::function<void(Session&)> restore_latest_checkpoint(std::shared_ptr<CheckpointManager> manager);
+
+}  // namespace trainhooks

@@ -1,0 +1,330 @@
+#include "trainhooks/checkpoint/checkpoint_manager.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <utility>
+
+#include "checkpoint/checkpoint_file.h"
+#include "trainhooks/checkpoint/checkpoint_state.h"
+#include "trainhooks/errors.h"
+#include "trainhooks/session.h"
+#include "util/path.h"
+
+namespace trainhooks {
+
+namespace fs = std::filesystem;
+using internal::same_path;
+using internal::sidecar_path;
+
+namespace {
+
+double mtime_seconds(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return 0;
+  return static_cast<double>(st.st_mtim.tv_sec) + static_cast<double>(st.st_mtim.tv_nsec) * 1e-9;
+}
+
+// Removes the temporary files (util/atomic_file.h: `.<name>.tmp-<pid>-<n>`) that writers killed
+// mid-write left in `dir`: those whose process no longer exists.
+void remove_stale_temporaries(const std::string& dir) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const size_t at = name.rfind(".tmp-");
+    if (name.empty() || name[0] != '.' || at == std::string::npos) continue;
+    const long pid = std::strtol(name.c_str() + at + 5, nullptr, 10);
+    if (pid <= 0 || pid == ::getpid()) continue;
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+    std::error_code ignored;
+    fs::remove(entry.path(), ignored);
+  }
+}
+
+// Rethrows a trainhooks error with context, keeping its type.
+[[noreturn]] void rethrow_with(const Error& e, const std::string& context) {
+  throw_error(e.code(), fmt::format("{}: {}", context, e.what()));
+}
+
+CheckpointManagerOptions checked(CheckpointManagerOptions o) {
+  const fs::path base(o.basename);
+  if (o.basename.empty() || base.has_parent_path() || o.basename == "." || o.basename == "..") {
+    throw InvalidArgument(fmt::format(
+        "CheckpointManager: invalid basename '{}' (a file name, e.g. 'model.ckpt')", o.basename));
+  }
+  const double hours = o.keep_checkpoint_every_n_hours;
+  if (!(hours > 0) || std::isinf(hours)) {
+    throw InvalidArgument(fmt::format(
+        "CheckpointManager: invalid keep_checkpoint_every_n_hours {} (must be a positive number)",
+        hours));
+  }
+  return o;
+}
+
+}  // namespace
+
+CheckpointManager::CheckpointManager(std::string directory, CheckpointManagerOptions options)
+    : CheckpointManager(std::move(directory), std::move(options), std::nullopt) {}
+
+CheckpointManager::CheckpointManager(std::string directory, CheckpointManagerOptions options,
+                                     std::optional<double> keep_period_start)
+    : directory_(std::move(directory)),
+      options_(checked(std::move(options))),
+      clock_(options_.env.clock ? options_.env.clock : Env::system().clock) {
+  if (directory_.empty()) throw InvalidArgument("CheckpointManager: directory must not be empty");
+  prefix_ = (fs::path(directory_) / options_.basename).string();
+  next_keep_time_ = keep_period_start.value_or(clock_->wall_seconds()) +
+                    options_.keep_checkpoint_every_n_hours * 3600;
+}
+
+CheckpointManager::~CheckpointManager() = default;
+
+Env CheckpointManager::env() const {
+  return Env{clock_, options_.env.sleeper, options_.env.log}.or_else(Env::system());
+}
+
+Env CheckpointManager::env_for(const Session& session) const {
+  return Env{clock_, options_.env.sleeper, options_.env.log}
+      .or_else(session.env())
+      .or_else(Env::system());
+}
+
+Saver CheckpointManager::saver_for(Session& session) const {
+  return Saver(session.graph(), {.env = Env{clock_, options_.env.sleeper, options_.env.log}});
+}
+
+// ---- Naming -------------------------------------------------------------------------------------
+
+std::string CheckpointManager::path_for(std::string_view prefix, int64_t step) {
+  if (step < 0)
+    throw InvalidArgument(fmt::format("CheckpointManager: invalid step {} (must be >= 0)", step));
+  return fmt::format("{}-{}", prefix, step);
+}
+
+std::string CheckpointManager::path_for(int64_t step) const { return path_for(prefix_, step); }
+
+std::optional<int64_t> CheckpointManager::step_of(std::string_view path) {
+  const size_t slash = path.rfind('/');
+  const std::string_view name = slash == std::string_view::npos ? path : path.substr(slash + 1);
+  const size_t dash = name.rfind('-');
+  if (dash == std::string_view::npos || dash + 1 == name.size()) return std::nullopt;
+  const char* first = name.data() + dash + 1;
+  const char* last = name.data() + name.size();
+  int64_t step = 0;
+  auto [end, ec] = std::from_chars(first, last, step);
+  if (ec != std::errc() || end != last || *first == '-' || *first == '+') return std::nullopt;
+  return step;
+}
+
+// ---- Saving -------------------------------------------------------------------------------------
+
+std::string CheckpointManager::save(Session& session, int64_t step) {
+  const std::string path = path_for(step);
+  Saver saver = saver_for(session);
+  Saver::check_save_path("CheckpointManager::save", "path", path, /*prefix_of_step=*/false);
+  // No copy: the files are written before training goes on.
+  return write(saver.capture(session, path, /*copy=*/false));
+}
+
+SaverSnapshot CheckpointManager::snapshot(Session& session, int64_t step) {
+  return saver_for(session).snapshot(session, path_for(step));
+}
+
+std::string CheckpointManager::write(SaverSnapshot snapshot) {
+  if (snapshot.empty()) throw InvalidArgument("CheckpointManager::write: the snapshot is empty");
+  const std::string path = snapshot.path();
+  if (!same_path(internal::parent_dir(path), directory_)) {
+    throw InvalidArgument(fmt::format(
+        "CheckpointManager::write: the snapshot's path '{}' is not in the directory '{}'", path,
+        directory_));
+  }
+  const double timestamp = snapshot.wall_time();
+  const Env env = this->env();
+  std::lock_guard<std::mutex> write_lock(write_mu_);
+  {
+    // Before the first write: what the state file lists (retention goes on with it), and the
+    // temporary files of writers killed mid-write.
+    std::lock_guard<std::mutex> lock(mu_);
+    recover_locked(env);
+    if (!temporaries_removed_) {
+      remove_stale_temporaries(directory_);
+      temporaries_removed_ = true;
+    }
+  }
+  // The checkpoint's files, then the state file that lists them.
+  Saver::write(std::move(snapshot));
+  std::lock_guard<std::mutex> lock(mu_);
+  record_locked(path, timestamp, env);
+  return path;
+}
+
+void CheckpointManager::record_locked(const std::string& path, double timestamp, const Env& env) {
+  // Retention (TensorFlow's _RecordLastCheckpoint and _MaybeDeleteOldCheckpoints), decided on
+  // copies and committed once the state file is written.
+  std::vector<Listed> listed = checkpoints_;
+  std::erase_if(listed, [&](const Listed& l) { return same_path(l.path, path); });
+  listed.push_back({path, timestamp});
+  std::vector<Listed> dropped;
+  if (options_.max_to_keep > 0) {
+    while (listed.size() > static_cast<size_t>(options_.max_to_keep)) {
+      dropped.push_back(listed.front());
+      listed.erase(listed.begin());
+    }
+  }
+  double next_keep = next_keep_time_;
+  double last_preserved = last_preserved_timestamp_;
+  std::vector<std::string> to_delete;
+  for (const auto& d : dropped) {
+    if (d.timestamp > next_keep) {
+      next_keep += options_.keep_checkpoint_every_n_hours * 3600;
+      last_preserved = d.timestamp;
+    } else {
+      to_delete.push_back(d.path);
+    }
+  }
+
+  CheckpointState st;
+  st.model_checkpoint_path = path;
+  for (const auto& l : listed) {
+    st.all_model_checkpoint_paths.push_back(l.path);
+    st.all_model_checkpoint_timestamps.push_back(l.timestamp);
+  }
+  st.last_preserved_timestamp = last_preserved;
+  try {
+    update_checkpoint_state(directory_, std::move(st), options_.save_relative_paths);
+  } catch (const Error& e) {
+    rethrow_with(
+        e, fmt::format("Cannot write checkpoint state '{}'", checkpoint_state_path(directory_)));
+  }
+  checkpoints_ = std::move(listed);
+  last_preserved_timestamp_ = last_preserved;
+  next_keep_time_ = next_keep;
+  last_touched_ = path;
+
+  for (const auto& p : to_delete) {
+    for (const std::string& file : {p, sidecar_path(p)}) {
+      std::error_code ec;
+      fs::remove(file, ec);
+      if (ec)
+        env.warning(fmt::format("Ignoring: cannot delete old checkpoint file '{}': {}", file,
+                                ec.message()));
+    }
+  }
+}
+
+// ---- State --------------------------------------------------------------------------------------
+
+void CheckpointManager::recover_locked(const Env& env) const {
+  if (recovered_) return;
+  recovered_ = true;
+  std::optional<CheckpointState> st;
+  try {
+    st = get_checkpoint_state(directory_);
+  } catch (const DataLossError& e) {
+    env.warning(fmt::format(
+        "{}; the checkpoints it lists are no longer tracked and will not be deleted", e.what()));
+    return;
+  }
+  if (!st) return;
+  const auto& paths = st->all_model_checkpoint_paths;
+  const bool have_times = st->all_model_checkpoint_timestamps.size() == paths.size();
+  for (size_t i = 0; i < paths.size(); ++i) {
+    // As TensorFlow's recover_last_checkpoints: only those whose files exist; file times when the
+    // state has none.
+    if (!Saver::checkpoint_exists(paths[i])) continue;
+    checkpoints_.push_back(
+        {paths[i], have_times ? st->all_model_checkpoint_timestamps[i] : mtime_seconds(paths[i])});
+  }
+  last_preserved_timestamp_ = st->last_preserved_timestamp;
+}
+
+std::vector<std::string> CheckpointManager::checkpoints() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  recover_locked(env());
+  std::vector<std::string> out;
+  for (const auto& c : checkpoints_) out.push_back(c.path);
+  return out;
+}
+
+std::optional<std::string> CheckpointManager::latest() const {
+  const Env env = this->env();
+  std::optional<CheckpointState> st;
+  try {
+    st = get_checkpoint_state(directory_);
+  } catch (const DataLossError& e) {
+    env.warning(fmt::format("{}: Checkpoint ignored", e.what()));
+    return std::nullopt;
+  }
+  if (!st) return std::nullopt;
+  if (Saver::checkpoint_exists(st->model_checkpoint_path)) return st->model_checkpoint_path;
+  env.error(fmt::format("Couldn't match files for checkpoint {}", st->model_checkpoint_path));
+  return std::nullopt;
+}
+
+bool CheckpointManager::saved_at(int64_t step) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (last_touched_.empty() || checkpoints_.empty()) return false;
+  const std::string& newest = checkpoints_.back().path;
+  return same_path(last_touched_, newest) && same_path(newest, path_for(step)) &&
+         Saver::checkpoint_exists(newest);
+}
+
+// ---- Restoring ----------------------------------------------------------------------------------
+
+std::optional<std::string> CheckpointManager::restore_latest(Session& session) {
+  const Env env = env_for(session);
+  std::optional<CheckpointState> st = get_checkpoint_state(directory_);
+  if (!st) return std::nullopt;
+  std::vector<std::string> candidates{st->model_checkpoint_path};
+  for (auto it = st->all_model_checkpoint_paths.rbegin();
+       it != st->all_model_checkpoint_paths.rend(); ++it) {
+    bool seen = false;
+    for (const auto& c : candidates) seen = seen || same_path(c, *it);
+    if (!seen) candidates.push_back(*it);
+  }
+  const Saver saver = saver_for(session);
+  std::vector<std::string> failures;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const std::string& path = candidates[i];
+    std::optional<internal::CheckpointContents> cp;
+    try {
+      cp = saver.read(path, env);
+    } catch (const Error& e) {
+      if (e.code() != Code::kDataLoss && e.code() != Code::kNotFound) throw;
+      env.warning(fmt::format("Checkpoint {} cannot be restored: {}. {}", path, e.what(),
+                              i + 1 < candidates.size() ? "Falling back to the previous checkpoint."
+                                                        : "No earlier checkpoint is listed."));
+      failures.push_back(e.what());
+      continue;
+    }
+    saver.apply(*cp, env);
+    std::lock_guard<std::mutex> lock(mu_);
+    recover_locked(env);  // retention continues with what the state file lists
+    if (!temporaries_removed_) {
+      remove_stale_temporaries(directory_);
+      temporaries_removed_ = true;
+    }
+    last_touched_ = path;
+    return path;
+  }
+  throw DataLossError(fmt::format(
+      "None of the {} checkpoint(s) listed in {} can be restored; not starting from scratch over "
+      "them. {}",
+      candidates.size(), checkpoint_state_path(directory_), fmt::join(failures, "; ")));
+}
+
+std::function<void(Session&)> restore_latest_checkpoint(
+    std::shared_ptr<CheckpointManager> manager) {
+  if (!manager) throw InvalidArgument("restore_latest_checkpoint: manager is null");
+  return [manager = std::move(manager)](Session& session) { manager->restore_latest(session); };
+}
+
+}  // namespace trainhooks

@@ -1,0 +1,275 @@
+#include "trainhooks/checkpoint/checkpoint_manager.h"
+
+#include <ATen/ATen.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "checkpoint/saver_test_model.h"
+#include "test_util.h"
+#include "trainhooks/checkpoint/checkpoint_state.h"
+#include "trainhooks/checkpoint/saver.h"
+#include "trainhooks/errors.h"
+#include "trainhooks/session.h"
+
+namespace th = trainhooks;
+namespace fs = std::filesystem;
+using ::testing::AllOf;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+namespace {
+
+using namespace th::testing::saver_fixture;
+
+class CheckpointManagerTest : public SaverTest {
+ protected:
+  th::CheckpointManagerOptions manager_options(int max_to_keep = 5) {
+    return {.max_to_keep = max_to_keep, .env = fe.env()};
+  }
+  // Advances the fake clock to t0 + `t` and saves the model's state as step `step`.
+  void save_at(th::CheckpointManager& manager, th::Session& s, int64_t step, double t) {
+    fe.clock->advance(t0 + t - fe.clock->wall_seconds());
+    manager.save(s, step);
+  }
+
+  double t0 = fe.clock->wall_seconds();
+};
+
+TEST_F(CheckpointManagerTest, PathForAndStepOfAreOneNamingRule) {
+  th::CheckpointManager manager(dir.path(), manager_options());
+  EXPECT_EQ(manager.prefix(), dir.file("model.ckpt"));
+  for (int64_t step : {int64_t{0}, int64_t{7}, int64_t{1200}, int64_t{1} << 40}) {
+    const std::string path = manager.path_for(step);
+    EXPECT_EQ(path, dir.file("model.ckpt-" + std::to_string(step)));
+    EXPECT_EQ(th::CheckpointManager::step_of(path), step);
+  }
+  EXPECT_EQ(th::CheckpointManager::path_for("runs/my-model", 3), "runs/my-model-3");
+  EXPECT_EQ(th::CheckpointManager::step_of("runs/my-model-3"), 3);
+  for (const char* other : {"model.ckpt", "model.ckpt-", "model.ckpt-+3", "model.ckpt--",
+                            "model.ckpt-3a", "model.ckpt-3.trainstate", "run-1/model.ckpt", ""}) {
+    EXPECT_EQ(th::CheckpointManager::step_of(other), std::nullopt) << other;
+  }
+  EXPECT_THAT(th::testing::error_message<th::InvalidArgument>([&] { manager.path_for(-1); }),
+              HasSubstr("invalid step -1"));
+}
+
+TEST_F(CheckpointManagerTest, SaveWritesTheNamedCheckpointAndListsIt) {
+  Model m;
+  th::Session s(m.g);
+  th::CheckpointManager manager(dir.path(), {.basename = "net", .env = fe.env()});
+  EXPECT_EQ(manager.latest(), std::nullopt);
+  EXPECT_THAT(manager.checkpoints(), ElementsAre());
+  EXPECT_EQ(manager.save(s, 0), dir.file("net-0"));
+  m.steps(s, 2);
+  fe.clock->advance(10.5);
+  EXPECT_EQ(manager.save(s, 2), dir.file("net-2"));
+  EXPECT_THAT(manager.checkpoints(), ElementsAre(dir.file("net-0"), dir.file("net-2")));
+  EXPECT_EQ(manager.latest(), dir.file("net-2"));
+  EXPECT_EQ(read_bytes(dir.file("checkpoint")),
+            "model_checkpoint_path: \"" + dir.file("net-2") + "\"\n" +
+                "all_model_checkpoint_paths: \"" + dir.file("net-0") + "\"\n" +
+                "all_model_checkpoint_paths: \"" + dir.file("net-2") + "\"\n" +
+                "all_model_checkpoint_timestamps: 1000000000.0\n" +
+                "all_model_checkpoint_timestamps: 1000000010.5\n");
+  // The checkpoint holds the state of its step.
+  Model other(2);
+  th::Session os(other.g);
+  th::Saver(other.g, options()).restore(os, dir.file("net-2"));
+  expect_same(other.values(), m.values());
+  EXPECT_EQ(other.g.global_step_value(), 2);
+}
+
+TEST_F(CheckpointManagerTest, MaxToKeepDeletesTheOldest) {
+  Model m;
+  th::Session s(m.g);
+  th::CheckpointManager manager(dir.path(), manager_options(2));
+  for (int step = 0; step < 4; ++step) manager.save(s, step);
+  for (int step : {0, 1}) {
+    EXPECT_FALSE(fs::exists(manager.path_for(step)));
+    EXPECT_FALSE(fs::exists(manager.path_for(step) + ".trainstate"));
+  }
+  EXPECT_THAT(manager.checkpoints(), ElementsAre(manager.path_for(2), manager.path_for(3)));
+  EXPECT_THAT(th::get_checkpoint_state(dir.path())->all_model_checkpoint_paths,
+              ElementsAre(manager.path_for(2), manager.path_for(3)));
+}
+
+TEST_F(CheckpointManagerTest, HoursRuleKeepsOneDroppedCheckpointPerPeriod) {
+  Model m;
+  th::Session s(m.g);
+  auto o = manager_options(2);
+  o.keep_checkpoint_every_n_hours = 1;
+  th::CheckpointManager manager(dir.path(), o);  // at t0: the first kept one after t0 + 3600
+  save_at(manager, s, 1, 1000);
+  save_at(manager, s, 2, 4000);
+  save_at(manager, s, 3, 5000);  // drops 1 (written before t0 + 3600): deleted
+  save_at(manager, s, 4, 6000);  // drops 2 (after t0 + 3600): kept; the next after t0 + 7200
+  save_at(manager, s, 5, 8000);  // drops 3 (before t0 + 7200): deleted
+  save_at(manager, s, 6, 9000);  // drops 4 (before t0 + 7200): deleted
+  save_at(manager, s, 7, 9500);  // drops 5 (after t0 + 7200): kept; the next after t0 + 10800
+  EXPECT_FALSE(fs::exists(manager.path_for(1)));
+  EXPECT_TRUE(th::Saver::checkpoint_exists(manager.path_for(2)));
+  EXPECT_FALSE(fs::exists(manager.path_for(3)));
+  EXPECT_FALSE(fs::exists(manager.path_for(4)));
+  EXPECT_TRUE(th::Saver::checkpoint_exists(manager.path_for(5)));
+  // Kept ones are no longer listed; the state file remembers the newest of them.
+  EXPECT_THAT(manager.checkpoints(), ElementsAre(manager.path_for(6), manager.path_for(7)));
+  auto state = th::get_checkpoint_state(dir.path());
+  ASSERT_TRUE(state);
+  EXPECT_DOUBLE_EQ(state->last_preserved_timestamp, t0 + 8000);
+}
+
+TEST_F(CheckpointManagerTest, AManagerMadeAgainOnTheDirectoryContinuesItsRetention) {
+  Model m;
+  th::Session s(m.g);
+  {
+    th::CheckpointManager first(dir.path(), manager_options(2));
+    first.save(s, 1);
+    fe.clock->advance(1);
+    first.save(s, 2);
+  }
+  fe.clock->advance(1);
+  th::CheckpointManager second(dir.path(), manager_options(2));
+  // What the state file lists, before any save of its own.
+  EXPECT_THAT(second.checkpoints(), ElementsAre(second.path_for(1), second.path_for(2)));
+  EXPECT_EQ(second.latest(), second.path_for(2));
+  second.save(s, 3);
+  EXPECT_FALSE(fs::exists(second.path_for(1)));
+  EXPECT_THAT(second.checkpoints(), ElementsAre(second.path_for(2), second.path_for(3)));
+  EXPECT_THAT(th::get_checkpoint_state(dir.path())->all_model_checkpoint_timestamps,
+              ElementsAre(t0 + 1, t0 + 2));
+}
+
+TEST_F(CheckpointManagerTest, RestoreLatestRestoresTheNewestAndFallsBackFromACorruptOne) {
+  Model m;
+  th::Session s(m.g);
+  th::CheckpointManager manager(dir.path(), manager_options());
+  EXPECT_EQ(manager.restore_latest(s), std::nullopt);  // no state file yet
+  m.steps(s, 1);
+  manager.save(s, 1);
+  const auto at_1 = m.values();
+  m.steps(s, 1);
+  manager.save(s, 2);
+  const auto at_2 = m.values();
+  m.steps(s, 3);
+
+  Model fresh(2);
+  th::Session fresh_session(fresh.g);
+  th::CheckpointManager again(dir.path(), manager_options());
+  EXPECT_EQ(again.restore_latest(fresh_session), manager.path_for(2));
+  expect_same(fresh.values(), at_2);
+
+  const std::string bytes = read_bytes(manager.path_for(2));
+  write_bytes(manager.path_for(2), bytes.substr(0, bytes.size() / 2));
+  EXPECT_EQ(again.restore_latest(fresh_session), manager.path_for(1));
+  expect_same(fresh.values(), at_1);
+  EXPECT_EQ(fresh.g.global_step_value(), 1);
+  EXPECT_THAT(
+      warnings(),
+      ElementsAre(AllOf(HasSubstr("Checkpoint " + manager.path_for(2) + " cannot be restored"),
+                        HasSubstr("Falling back to the previous checkpoint."))));
+
+  // Nothing listed is usable: an error, never a fresh start.
+  write_bytes(manager.path_for(1), "");
+  EXPECT_THAT(
+      th::testing::error_message<th::DataLossError>([&] { again.restore_latest(fresh_session); }),
+      HasSubstr("None of the 2 checkpoint(s)"));
+  expect_same(fresh.values(), at_1);
+}
+
+TEST_F(CheckpointManagerTest, RestoreLatestPropagatesAGraphMismatch) {
+  Model m;
+  th::Session s(m.g);
+  th::CheckpointManager manager(dir.path(), manager_options());
+  manager.save(s, 1);
+  th::Graph other;
+  other.variable("unrelated", at::zeros({1}));
+  th::Session os(other);
+  EXPECT_THROW(manager.restore_latest(os), th::NotFoundError);  // its variable is not saved
+  EXPECT_TRUE(warnings().empty());                              // not a fallback
+}
+
+TEST_F(CheckpointManagerTest, SavedAtIsTheCheckpointItSavedOrRestoredWhileNewest) {
+  Model m;
+  th::Session s(m.g);
+  th::CheckpointManager writer(dir.path(), manager_options());
+  EXPECT_FALSE(writer.saved_at(0));
+  writer.save(s, 0);
+  EXPECT_TRUE(writer.saved_at(0));
+  EXPECT_FALSE(writer.saved_at(1));
+  // Another manager of the directory: only once it has restored that checkpoint.
+  th::CheckpointManager restorer(dir.path(), manager_options());
+  EXPECT_FALSE(restorer.saved_at(0));
+  restorer.restore_latest(s);
+  EXPECT_TRUE(restorer.saved_at(0));
+  writer.save(s, 5);
+  EXPECT_FALSE(writer.saved_at(0));  // no longer the newest
+  fs::remove(writer.path_for(5) + ".trainstate");
+  EXPECT_FALSE(writer.saved_at(5));  // a file is missing
+}
+
+TEST_F(CheckpointManagerTest, SnapshotIsWrittenOnAnotherThreadAndListedThen) {
+  Model m;
+  th::Session s(m.g);
+  m.steps(s, 2);
+  auto manager = std::make_shared<th::CheckpointManager>(dir.path(), manager_options());
+  th::SaverSnapshot snap = manager->snapshot(s, 2);
+  EXPECT_EQ(snap.path(), manager->path_for(2));
+  const auto at_2 = m.values();
+  m.steps(s, 1);  // training goes on while it is written
+  std::string written;
+  std::thread([&] { written = manager->write(std::move(snap)); }).join();
+  EXPECT_EQ(written, manager->path_for(2));
+  EXPECT_EQ(manager->latest(), manager->path_for(2));
+  Model other(2);
+  th::Session os(other.g);
+  manager->restore_latest(os);
+  expect_same(other.values(), at_2);
+}
+
+TEST_F(CheckpointManagerTest, WriteTakesOnlyNonEmptySnapshotsOfItsDirectory) {
+  Model m;
+  th::Session s(m.g);
+  th::CheckpointManager manager(dir.path(), manager_options());
+  EXPECT_EQ(
+      th::testing::error_message<th::InvalidArgument>([&] { manager.write(th::SaverSnapshot()); }),
+      "CheckpointManager::write: the snapshot is empty");
+  th::testing::TempDir elsewhere;
+  th::Saver saver(m.g, options());
+  EXPECT_THAT(th::testing::error_message<th::InvalidArgument>(
+                  [&] { manager.write(saver.snapshot(s, elsewhere.file("model.ckpt-1"))); }),
+              HasSubstr("is not in the directory"));
+  EXPECT_FALSE(fs::exists(dir.file("checkpoint")));
+}
+
+TEST_F(CheckpointManagerTest, BadOptionsAreNamed) {
+  auto message = [](std::string d, th::CheckpointManagerOptions o) {
+    return th::testing::error_message<th::InvalidArgument>(
+        [&] { th::CheckpointManager manager(d, o); });
+  };
+  EXPECT_THAT(message("", {}), HasSubstr("directory"));
+  EXPECT_THAT(message("x", {.basename = "a/b"}), HasSubstr("basename"));
+  EXPECT_THAT(message("x", {.basename = ""}), HasSubstr("basename"));
+  EXPECT_THAT(message("x", {.keep_checkpoint_every_n_hours = 0}),
+              HasSubstr("keep_checkpoint_every_n_hours"));
+  EXPECT_THAT(th::testing::error_message<th::InvalidArgument>(
+                  [] { th::restore_latest_checkpoint(std::shared_ptr<th::CheckpointManager>()); }),
+              HasSubstr("manager"));
+}
+
+TEST_F(CheckpointManagerTest, SaveIntoAMissingDirectoryIsNotFoundAndListsNothing) {
+  Model m;
+  th::Session s(m.g);
+  th::CheckpointManager manager(dir.file("missing"), manager_options());
+  EXPECT_THAT(th::testing::error_message<th::NotFoundError>([&] { manager.save(s, 1); }),
+              HasSubstr("Parent directory of " + dir.file("missing/model.ckpt-1")));
+  EXPECT_THAT(manager.checkpoints(), ElementsAre());
+}
+
+}  // namespace
