@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "trainhooks/checkpoint/saver.h"
+#include "trainhooks/checkpoint/checkpoint_manager.h"
 #include "trainhooks/errors.h"
 #include "trainhooks/graph.h"
 #include "trainhooks/hooks/checkpoint_saver_hook.h"
@@ -26,20 +26,27 @@ void validate(const MonitoredTrainingSessionOptions& o) {
   if (o.log_step_count_steps < 0) {
     throw InvalidArgument(fmt::format("Invalid log_step_count_steps: {}", o.log_step_count_steps));
   }
-  if (!(o.max_wait_secs >= 0)) throw InvalidArgument(fmt::format("Invalid max_wait_secs: {}", o.max_wait_secs));
-  if (o.max_to_keep && *o.max_to_keep < 0) throw InvalidArgument(fmt::format("Invalid max_to_keep: {}", *o.max_to_keep));
-  if (o.checkpoint_dir.empty() &&
-      (o.save_checkpoint_secs || o.save_checkpoint_steps || o.max_to_keep || o.keep_checkpoint_every_n_hours)) {
-    throw InvalidArgument("MonitoredTrainingSession: checkpoint options were given without checkpoint_dir");
+  if (!(o.max_wait_secs >= 0))
+    throw InvalidArgument(fmt::format("Invalid max_wait_secs: {}", o.max_wait_secs));
+  if (o.max_to_keep && *o.max_to_keep < 0)
+    throw InvalidArgument(fmt::format("Invalid max_to_keep: {}", *o.max_to_keep));
+  if (o.checkpoint_dir.empty() && (o.save_checkpoint_secs || o.save_checkpoint_steps ||
+                                   o.max_to_keep || o.keep_checkpoint_every_n_hours)) {
+    throw InvalidArgument(
+        "MonitoredTrainingSession: checkpoint options were given without checkpoint_dir");
   }
   if (o.save_checkpoint_steps && *o.save_checkpoint_steps < 0) {
-    throw InvalidArgument(fmt::format("Invalid save_checkpoint_steps: {}", *o.save_checkpoint_steps));
+    throw InvalidArgument(
+        fmt::format("Invalid save_checkpoint_steps: {}", *o.save_checkpoint_steps));
   }
   if (o.save_checkpoint_secs && !(*o.save_checkpoint_secs >= 0)) {
     throw InvalidArgument(fmt::format("Invalid save_checkpoint_secs: {}", *o.save_checkpoint_secs));
   }
-  if ((o.save_summaries_secs || o.save_summaries_steps) && o.summary_dir.empty() && o.checkpoint_dir.empty()) {
-    throw InvalidArgument("MonitoredTrainingSession: summary options were given without summary_dir or checkpoint_dir");
+  if ((o.save_summaries_secs || o.save_summaries_steps) && o.summary_dir.empty() &&
+      o.checkpoint_dir.empty()) {
+    throw InvalidArgument(
+        "MonitoredTrainingSession: summary options were given without summary_dir or "
+        "checkpoint_dir");
   }
   if (o.save_summaries_steps && *o.save_summaries_steps < 0) {
     throw InvalidArgument(fmt::format("Invalid save_summaries_steps: {}", *o.save_summaries_steps));
@@ -61,8 +68,8 @@ ResolvedTrainingOptions resolve_training_options(const MonitoredTrainingSessionO
   r.is_chief = o.is_chief;
   // One PreemptionHook is enough: a program that passes its own keeps it where it put it.
   const bool has_own = std::any_of(o.hooks.begin(), o.hooks.end(), is_preemption_hook) ||
-                       (o.is_chief && std::any_of(o.chief_only_hooks.begin(), o.chief_only_hooks.end(),
-                                                  is_preemption_hook));
+                       (o.is_chief && std::any_of(o.chief_only_hooks.begin(),
+                                                  o.chief_only_hooks.end(), is_preemption_hook));
   r.add_preemption_hook = o.handle_preemption_signals && !has_own;
   if (!o.is_chief) return r;  // a worker restores nothing and runs only the user's hooks
 
@@ -96,14 +103,16 @@ struct MonitoredTrainingSession::Parts {
   MonitoredSessionOptions options;
 };
 
-MonitoredTrainingSession::MonitoredTrainingSession(Graph& graph, MonitoredTrainingSessionOptions options)
+MonitoredTrainingSession::MonitoredTrainingSession(Graph& graph,
+                                                   MonitoredTrainingSessionOptions options)
     : MonitoredTrainingSession(assemble(graph, options)) {}
 
 MonitoredTrainingSession::MonitoredTrainingSession(Parts parts)
-    : MonitoredSession(std::move(parts.creator), std::move(parts.hooks), std::move(parts.options)) {}
+    : MonitoredSession(std::move(parts.creator), std::move(parts.hooks), std::move(parts.options)) {
+}
 
-MonitoredTrainingSession::Parts MonitoredTrainingSession::assemble(Graph& graph,
-                                                                   const MonitoredTrainingSessionOptions& o) {
+MonitoredTrainingSession::Parts MonitoredTrainingSession::assemble(
+    Graph& graph, const MonitoredTrainingSessionOptions& o) {
   const ResolvedTrainingOptions r = resolve_training_options(o);
   MonitoredTrainingSession::Parts parts;
   parts.options = MonitoredSessionOptions{.stop_grace_period_secs = o.stop_grace_period_secs,
@@ -111,21 +120,24 @@ MonitoredTrainingSession::Parts MonitoredTrainingSession::assemble(Graph& graph,
                                           .max_recovery_attempts = o.max_recovery_attempts,
                                           .stop_policy = o.stop_policy};
 
-  // The chief's Saver, shared by the restore and the CheckpointSaverHook so that retention has
-  // one list.
-  std::shared_ptr<Saver> saver;
+  // The chief's checkpoints: one manager of checkpoint_dir, which restores at creation and which
+  // the CheckpointSaverHook saves through, so that "already saved at this step" and retention
+  // see one list.
+  std::shared_ptr<CheckpointManager> manager;
   if (!r.checkpoint_dir.empty()) {
-    SaverOptions saver_options{.env = o.env};
-    if (o.max_to_keep) saver_options.max_to_keep = *o.max_to_keep;
-    if (o.keep_checkpoint_every_n_hours) saver_options.keep_checkpoint_every_n_hours = *o.keep_checkpoint_every_n_hours;
-    saver = std::make_shared<Saver>(graph, saver_options);
+    CheckpointManagerOptions manager_options{.env = o.env};
+    if (o.max_to_keep) manager_options.max_to_keep = *o.max_to_keep;
+    if (o.keep_checkpoint_every_n_hours)
+      manager_options.keep_checkpoint_every_n_hours = *o.keep_checkpoint_every_n_hours;
+    manager = std::make_shared<CheckpointManager>(r.checkpoint_dir, manager_options);
   }
   if (r.is_chief) {
     SessionCreatorOptions creator_options{.env = o.env};
-    if (saver) creator_options.restore = restore_latest_checkpoint(saver, r.checkpoint_dir);
+    if (manager) creator_options.restore = restore_latest_checkpoint(manager);
     parts.creator = std::make_unique<ChiefSessionCreator>(graph, std::move(creator_options));
   } else {
-    parts.creator = std::make_unique<WorkerSessionCreator>(graph, SessionCreatorOptions{.env = o.env});
+    parts.creator =
+        std::make_unique<WorkerSessionCreator>(graph, SessionCreatorOptions{.env = o.env});
   }
 
   Hooks& all = parts.hooks;
@@ -136,19 +148,20 @@ MonitoredTrainingSession::Parts MonitoredTrainingSession::assemble(Graph& graph,
   }
   all.insert(all.end(), o.chief_only_hooks.begin(), o.chief_only_hooks.end());
   if (r.log_step_count_steps > 0) {
-    all.push_back(std::make_shared<StepCounterHook>(
-        StepCounterHookOptions{.every_n_steps = r.log_step_count_steps, .output_dir = r.summary_dir}));
+    all.push_back(std::make_shared<StepCounterHook>(StepCounterHookOptions{
+        .every_n_steps = r.log_step_count_steps, .output_dir = r.summary_dir}));
   }
   if (r.save_summaries_steps || r.save_summaries_secs) {
-    all.push_back(std::make_shared<SummarySaverHook>(SummarySaverHookOptions{
-        .save_steps = r.save_summaries_steps, .save_secs = r.save_summaries_secs, .output_dir = r.summary_dir}));
+    all.push_back(std::make_shared<SummarySaverHook>(
+        SummarySaverHookOptions{.save_steps = r.save_summaries_steps,
+                                .save_secs = r.save_summaries_secs,
+                                .output_dir = r.summary_dir}));
   }
   if (r.save_checkpoint_steps || r.save_checkpoint_secs) {
     all.push_back(std::make_shared<CheckpointSaverHook>(
-        r.checkpoint_dir, CheckpointSaverHookOptions{.save_secs = r.save_checkpoint_secs,
-                                                     .save_steps = r.save_checkpoint_steps,
-                                                     .saver = saver,
-                                                     .async_save = o.async_checkpoints}));
+        manager, CheckpointSaverHookOptions{.save_secs = r.save_checkpoint_secs,
+                                            .save_steps = r.save_checkpoint_steps,
+                                            .async_save = o.async_checkpoints}));
   }
   all.insert(all.end(), o.hooks.begin(), o.hooks.end());
   return parts;
