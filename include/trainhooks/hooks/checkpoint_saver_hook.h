@@ -26,8 +26,10 @@
 //       "runs/exp1", th::CheckpointSaverHookOptions{.save_steps = 1000});
 //   th::MonitoredSession sess(std::make_unique<th::ChiefSessionCreator>(g), {hook});
 //
-//   auto manager = std::make_shared<th::CheckpointManager>("runs/exp1", {.max_to_keep = 3});
-//   auto hook = std::make_shared<th::CheckpointSaverHook>(manager, {.save_secs = 600});
+//   auto manager = std::make_shared<th::CheckpointManager>(
+//       "runs/exp1", th::CheckpointManagerOptions{.max_to_keep = 3});
+//   auto hook = std::make_shared<th::CheckpointSaverHook>(
+//       manager, th::CheckpointSaverHookOptions{.save_secs = 600});
 //
 // Save secs are measured on the hook's Env clock (steady time), so a FakeClock drives them.
 //
@@ -40,8 +42,8 @@
 // async_save: a save copies the state into host memory on the training thread
 // (CheckpointManager::snapshot) and an AsyncCheckpointWriter (checkpoint/async_checkpoint_writer.h)
 // writes it on a thread of the session's Coordinator while training goes on. At most one save is
-// in flight: a trigger during a write first waits
-// for that write to finish (logged, as TF's AsyncCheckpointSaverHook). A finished write is
+// in flight: a trigger during a write first waits for that write to finish (logged, as TF's
+// AsyncCheckpointSaverHook). A finished write is
 // reported on the training thread at the next after_run(): the SessionLog CHECKPOINT event, the
 // "Calling checkpoint listeners after saving" line and every listener's after_save() happen
 // then, and a write error is raised from there (as a synchronous save would raise it from the
