@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "trainhooks/checkpoint/saver.h"
+#include "trainhooks/checkpoint/checkpoint_manager.h"
 #include "trainhooks/errors.h"
 #include "trainhooks/graph.h"
 #include "trainhooks/hooks/checkpoint_saver_hook.h"
@@ -120,19 +120,20 @@ MonitoredTrainingSession::Parts MonitoredTrainingSession::assemble(
                                           .max_recovery_attempts = o.max_recovery_attempts,
                                           .stop_policy = o.stop_policy};
 
-  // The chief's Saver, shared by the restore and the CheckpointSaverHook so that retention has
-  // one list.
-  std::shared_ptr<Saver> saver;
+  // The chief's checkpoints: one manager of checkpoint_dir, which restores at creation and which
+  // the CheckpointSaverHook saves through, so that "already saved at this step" and retention
+  // see one list.
+  std::shared_ptr<CheckpointManager> manager;
   if (!r.checkpoint_dir.empty()) {
-    SaverOptions saver_options{.env = o.env};
-    if (o.max_to_keep) saver_options.max_to_keep = *o.max_to_keep;
+    CheckpointManagerOptions manager_options{.env = o.env};
+    if (o.max_to_keep) manager_options.max_to_keep = *o.max_to_keep;
     if (o.keep_checkpoint_every_n_hours)
-      saver_options.keep_checkpoint_every_n_hours = *o.keep_checkpoint_every_n_hours;
-    saver = std::make_shared<Saver>(graph, saver_options);
+      manager_options.keep_checkpoint_every_n_hours = *o.keep_checkpoint_every_n_hours;
+    manager = std::make_shared<CheckpointManager>(r.checkpoint_dir, manager_options);
   }
   if (r.is_chief) {
     SessionCreatorOptions creator_options{.env = o.env};
-    if (saver) creator_options.restore = restore_latest_checkpoint(saver, r.checkpoint_dir);
+    if (manager) creator_options.restore = restore_latest_checkpoint(manager);
     parts.creator = std::make_unique<ChiefSessionCreator>(graph, std::move(creator_options));
   } else {
     parts.creator =
@@ -158,10 +159,9 @@ MonitoredTrainingSession::Parts MonitoredTrainingSession::assemble(
   }
   if (r.save_checkpoint_steps || r.save_checkpoint_secs) {
     all.push_back(std::make_shared<CheckpointSaverHook>(
-        r.checkpoint_dir, CheckpointSaverHookOptions{.save_secs = r.save_checkpoint_secs,
-                                                     .save_steps = r.save_checkpoint_steps,
-                                                     .saver = saver,
-                                                     .async_save = o.async_checkpoints}));
+        manager, CheckpointSaverHookOptions{.save_secs = r.save_checkpoint_secs,
+                                            .save_steps = r.save_checkpoint_steps,
+                                            .async_save = o.async_checkpoints}));
   }
   all.insert(all.end(), o.hooks.begin(), o.hooks.end());
   return parts;

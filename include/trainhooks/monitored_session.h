@@ -61,7 +61,8 @@ class SessionCreator {
 };
 
 // Brings a new session's state back, e.g. from the newest checkpoint of a directory
-// (checkpoint/saver.h: restore_latest_checkpoint, restore_checkpoint).
+// (checkpoint/checkpoint_manager.h: restore_latest_checkpoint; checkpoint/saver.h:
+// restore_checkpoint).
 using RestoreFn = std::function<void(Session& session)>;
 
 struct SessionCreatorOptions {
@@ -232,7 +233,7 @@ class MonitoredSession {
   std::unique_ptr<Session> session_;
   bool stop_requested_ = false;  // by a hook or a step function
   bool end_of_input_ = false;
-  bool stop_decided_ = false;   // what the StopPolicy returned
+  bool stop_decided_ = false;  // what the StopPolicy returned
   bool in_step_fn_ = false;
   bool closed_ = false;
   int recovery_attempts_ = 0;  // consecutive, reset by a successful run

@@ -2,6 +2,7 @@
 // The umbrella header: everything a training program uses.
 #pragma once
 
+#include "trainhooks/checkpoint/async_checkpoint_writer.h"
 #include "trainhooks/checkpoint/checkpoint_manager.h"
 #include "trainhooks/checkpoint/checkpoint_reader.h"
 #include "trainhooks/checkpoint/checkpoint_state.h"

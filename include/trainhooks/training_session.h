@@ -31,7 +31,8 @@ class Graph;
 struct MonitoredTrainingSessionOptions {
   bool is_chief = true;
   // Checkpoints: the chief restores the newest one at creation and after a recovery, and its
-  // CheckpointSaverHook saves `model.ckpt-<step>` here (see hooks/checkpoint_saver_hook.h).
+  // CheckpointSaverHook saves `model.ckpt-<step>` here (see hooks/checkpoint_saver_hook.h), both
+  // through one CheckpointManager of this directory (checkpoint/checkpoint_manager.h).
   std::string checkpoint_dir;
   Hooks hooks;
   Hooks chief_only_hooks;

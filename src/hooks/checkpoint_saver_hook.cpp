@@ -4,14 +4,12 @@
 
 #include <fmt/format.h>
 
-#include <chrono>
-#include <condition_variable>
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
-#include <mutex>
 #include <optional>
 #include <typeinfo>
+#include <utility>
 
 #include "trainhooks/coordinator.h"
 #include "trainhooks/errors.h"
@@ -25,14 +23,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-TimerOptions saver_timer(const std::string& dir, const CheckpointSaverHookOptions& o) {
-  if (dir.empty()) throw InvalidArgument("CheckpointSaverHook: checkpoint_dir must not be empty");
-  if (o.checkpoint_basename.empty() || fs::path(o.checkpoint_basename).has_parent_path() ||
-      o.checkpoint_basename == "." || o.checkpoint_basename == "..") {
-    throw InvalidArgument(fmt::format(
-        "CheckpointSaverHook: invalid checkpoint_basename '{}' (a file name, e.g. 'model.ckpt')",
-        o.checkpoint_basename));
-  }
+TimerOptions saver_timer(const CheckpointSaverHookOptions& o) {
   for (size_t i = 0; i < o.listeners.size(); ++i) {
     if (!o.listeners[i])
       throw InvalidArgument(fmt::format("CheckpointSaverHook: listeners[{}] is null", i));
@@ -42,6 +33,27 @@ TimerOptions saver_timer(const std::string& dir, const CheckpointSaverHookOption
           .owner = "CheckpointSaverHook",
           .secs_name = "save_secs",
           .steps_name = "save_steps"};
+}
+
+const std::string& checked_dir(const std::string& dir, const CheckpointSaverHookOptions& o) {
+  if (dir.empty()) throw InvalidArgument("CheckpointSaverHook: checkpoint_dir must not be empty");
+  if (o.checkpoint_basename.empty() || fs::path(o.checkpoint_basename).has_parent_path() ||
+      o.checkpoint_basename == "." || o.checkpoint_basename == "..") {
+    throw InvalidArgument(fmt::format(
+        "CheckpointSaverHook: invalid checkpoint_basename '{}' (a file name, e.g. 'model.ckpt')",
+        o.checkpoint_basename));
+  }
+  return dir;
+}
+
+const std::shared_ptr<CheckpointManager>& checked_manager(
+    const std::shared_ptr<CheckpointManager>& manager, const CheckpointSaverHookOptions& o) {
+  if (!manager) throw InvalidArgument("CheckpointSaverHook: manager is null");
+  if (o.saver) {
+    throw InvalidArgument(
+        "CheckpointSaverHook: give a CheckpointManager or a saver, not both (the manager saves)");
+  }
+  return manager;
 }
 
 // TF prints the listener object; its type is the useful part here.
@@ -56,65 +68,22 @@ std::string type_name(const CheckpointSaverListener& l) {
 
 }  // namespace
 
-// The background writer of async_save, shared with its thread (which may outlive the hook's
-// use of it until the Coordinator joins it).
-struct CheckpointSaverHook::AsyncWriter {
-  struct Done {
-    int64_t step = 0;
-    std::exception_ptr error;
-  };
-  std::mutex mu;
-  std::condition_variable cv;
-  std::optional<SaverSnapshot> job;  // handed over, not started
-  int64_t job_step = 0;
-  bool busy = false;         // a write in progress
-  std::optional<Done> done;  // finished, not yet reported
-  bool shutdown = false;
-  bool started = false;
-  bool alive = true;  // false once run() returned; saves are then synchronous
-
-  bool idle() const { return !job && !busy; }
-
-  void run(Saver& saver, Coordinator& coord) {
-    std::unique_lock<std::mutex> lock(mu);
-    for (;;) {
-      // Polls the Coordinator: a session closed while unwinding never calls end().
-      cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return job || shutdown; });
-      if (job) {
-        SaverSnapshot snapshot = std::move(*job);
-        const int64_t step = job_step;
-        job.reset();
-        busy = true;
-        lock.unlock();
-        std::exception_ptr error;
-        try {
-          saver.write(std::move(snapshot));
-        } catch (...) {
-          error = std::current_exception();
-        }
-        lock.lock();
-        busy = false;
-        done = Done{step, error};
-        cv.notify_all();
-        continue;
-      }
-      if (shutdown || coord.should_stop()) {
-        alive = false;
-        cv.notify_all();
-        return;
-      }
-    }
-  }
-};
-
 CheckpointSaverHook::CheckpointSaverHook(std::string checkpoint_dir,
                                          CheckpointSaverHookOptions options)
-    : checkpoint_dir_(std::move(checkpoint_dir)),
+    : checkpoint_dir_(checked_dir(checkpoint_dir, options)),
       options_(std::move(options)),
-      timer_(saver_timer(checkpoint_dir_, options_)),
-      saver_(options_.saver) {
+      timer_(saver_timer(options_)) {
   save_path_ = (fs::path(checkpoint_dir_) / options_.checkpoint_basename).string();
 }
+
+CheckpointSaverHook::CheckpointSaverHook(std::shared_ptr<CheckpointManager> manager,
+                                         CheckpointSaverHookOptions options)
+    : checkpoint_dir_(checked_manager(manager, options)->directory()),
+      save_path_(manager->prefix()),
+      options_(std::move(options)),
+      timer_(saver_timer(options_)),
+      manager_given_(true),
+      manager_(std::move(manager)) {}
 
 CheckpointSaverHook::~CheckpointSaverHook() = default;
 
@@ -125,46 +94,42 @@ void CheckpointSaverHook::begin() {
     throw InvalidArgument(
         "CheckpointSaverHook: the given saver belongs to another graph than the session's");
   }
-  saver_ = options_.saver;
   async_.reset();  // a writer of an earlier session ended with its Coordinator
-  if (!saver_) {
-    // Made here, not in the constructor: the graph is known from begin() on (and may differ if
-    // the hook is used by another session later).
-    SaverOptions o = options_.saver_options;
-    o.env = o.env.or_else(env());
-    saver_ = std::make_shared<Saver>(g, std::move(o));
+  if (!manager_given_) {
+    // Made here, not in the constructor: the hook's Env is known from begin() on.
+    const SaverOptions& o = options_.saver ? options_.saver->options() : options_.saver_options;
+    manager_ = std::make_shared<CheckpointManager>(
+        checkpoint_dir_,
+        CheckpointManagerOptions{.basename = options_.checkpoint_basename,
+                                 .max_to_keep = o.max_to_keep,
+                                 .keep_checkpoint_every_n_hours = o.keep_checkpoint_every_n_hours,
+                                 .save_relative_paths = o.save_relative_paths,
+                                 .env = options_.saver ? o.env : o.env.or_else(env())});
   }
   std::error_code ec;
   fs::create_directories(checkpoint_dir_, ec);
   if (ec || !fs::is_directory(checkpoint_dir_)) {
     throw FileError(fmt::format("CheckpointSaverHook: cannot create checkpoint_dir '{}': {}",
-                                       checkpoint_dir_, ec ? ec.message() : "not a directory"));
+                                checkpoint_dir_, ec ? ec.message() : "not a directory"));
   }
   try {
     writer_ = summary::EventWriter::for_logdir(checkpoint_dir_);
   } catch (const std::exception& e) {
-    throw FileError(fmt::format("CheckpointSaverHook: cannot open the event file in '{}': {}", checkpoint_dir_,
-                                e.what()));
+    throw FileError(fmt::format("CheckpointSaverHook: cannot open the event file in '{}': {}",
+                                checkpoint_dir_, e.what()));
   }
   reset_timer(timer_);
   for (auto& l : options_.listeners) l->begin();
 }
 
 void CheckpointSaverHook::after_create_session(Session& session, Coordinator& coord) {
-  if (options_.async_save && (!async_ || !async_->started)) {
-    async_ = std::make_shared<AsyncWriter>();
-    async_->started = true;
-    coord.start_thread("CheckpointSaverHook writer",
-                       [state = async_, saver = saver_, c = &coord] { state->run(*saver, *c); });
+  if (options_.async_save && !async_) {
+    async_ = std::make_unique<AsyncCheckpointWriter>(manager_, coord, "CheckpointSaverHook writer");
   }
   // The checkpoint saved here is the state at the current global step.
   const int64_t step = session.global_step();
   timer_.update_last_triggered_step(step);
-  const auto listed = saver_->last_checkpoints(checkpoint_dir_);
-  if (!listed.empty() && internal::same_path(listed.back(), fmt::format("{}-{}", save_path_, step)) &&
-      Saver::checkpoint_exists(listed.back())) {
-    return;  // just restored from it
-  }
+  if (manager_->saved_at(step)) return;  // just restored from it
   save(session, step);
 }
 
@@ -185,11 +150,7 @@ void CheckpointSaverHook::end(Session& session) {
     } catch (...) {
       error = std::current_exception();
     }
-    {
-      std::lock_guard<std::mutex> lock(async_->mu);
-      async_->shutdown = true;
-    }
-    async_->cv.notify_all();
+    async_->shutdown();
   }
   if (timer_.last_triggered_step() != last_step) {
     timer_.update_last_triggered_step(last_step);
@@ -198,7 +159,7 @@ void CheckpointSaverHook::end(Session& session) {
         fmt::format("Calling checkpoint listeners before saving checkpoint {}...", last_step));
     for (auto& l : options_.listeners) l->before_save(session, last_step);
     env().info(fmt::format("Saving checkpoints for {} into {}.", last_step, save_path_));
-    saver_->save(session, save_path_, last_step);
+    manager_->save(session, last_step);
     after_save(session, last_step);
   }
   for (auto& l : options_.listeners) l->end(session, last_step);
@@ -207,12 +168,7 @@ void CheckpointSaverHook::end(Session& session) {
 }
 
 bool CheckpointSaverHook::report_write(Session& session, bool wait) {
-  std::optional<AsyncWriter::Done> done;
-  {
-    std::unique_lock<std::mutex> lock(async_->mu);
-    if (wait) async_->cv.wait(lock, [&] { return async_->idle() || !async_->alive; });
-    done.swap(async_->done);
-  }
+  std::optional<AsyncCheckpointWriter::Result> done = async_->collect(wait);
   if (!done) return false;
   if (done->error) std::rethrow_exception(done->error);
   return after_save(session, done->step);
@@ -221,12 +177,7 @@ bool CheckpointSaverHook::report_write(Session& session, bool wait) {
 bool CheckpointSaverHook::save(Session& session, int64_t step) {
   bool should_stop = false;
   if (async_) {
-    bool waiting = false;
-    {
-      std::lock_guard<std::mutex> lock(async_->mu);
-      waiting = !async_->idle();
-    }
-    if (waiting) {
+    if (async_->busy()) {
       env().info(fmt::format(
           "Waiting for the checkpoint write in flight to finish before saving checkpoint {}.",
           step));
@@ -238,23 +189,13 @@ bool CheckpointSaverHook::save(Session& session, int64_t step) {
 
   env().info(fmt::format("Saving checkpoints for {} into {}.", step, save_path_));
   if (async_) {
-    SaverSnapshot snapshot = saver_->snapshot(session, save_path_, step);
-    {
-      std::lock_guard<std::mutex> lock(async_->mu);
-      if (async_->alive) {
-        async_->job = std::move(snapshot);
-        async_->job_step = step;
-      }
-    }
-    if (snapshot.empty()) {
-      async_->cv.notify_all();
-      return should_stop;
-    }
+    SaverSnapshot snapshot = manager_->snapshot(session, step);
+    if (async_->submit(snapshot, step)) return should_stop;
     // The writer has ended (the Coordinator was asked to stop): write here.
-    saver_->write(std::move(snapshot));
+    manager_->write(std::move(snapshot));
     return after_save(session, step) || should_stop;
   }
-  saver_->save(session, save_path_, step);
+  manager_->save(session, step);
   return after_save(session, step);
 }
 

@@ -1,9 +1,9 @@
 #include "trainhooks/hooks/checkpoint_saver_hook.h"
 
 #include <ATen/ATen.h>
-#include <torch/types.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <torch/types.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "test_util.h"
+#include "trainhooks/checkpoint/checkpoint_manager.h"
 #include "trainhooks/checkpoint/checkpoint_state.h"
 #include "trainhooks/checkpoint/saver.h"
 #include "trainhooks/coordinator.h"
@@ -208,6 +209,34 @@ TEST_F(CheckpointSaverHookTest, UsesTheGivenSaverAndItsRetention) {
   EXPECT_FALSE(fs::exists(root.file("ckpt/net-1")));
 }
 
+TEST_F(CheckpointSaverHookTest, SavesThroughAGivenManager) {
+  auto manager = std::make_shared<th::CheckpointManager>(
+      dir(), th::CheckpointManagerOptions{.basename = "net", .max_to_keep = 2, .env = fe.env()});
+  auto h = std::make_shared<th::CheckpointSaverHook>(
+      manager, th::CheckpointSaverHookOptions{.save_steps = 1});
+  EXPECT_EQ(h->manager(), manager);
+  EXPECT_EQ(h->save_path(), root.file("ckpt/net"));
+  auto sess = session({h});
+  run(*sess, 3);
+  sess->close();
+  EXPECT_THAT(manager->checkpoints(),
+              ElementsAre(root.file("ckpt/net-2"), root.file("ckpt/net-3")));
+  EXPECT_FALSE(fs::exists(root.file("ckpt/net-1")));
+}
+
+TEST_F(CheckpointSaverHookTest, AGivenManagerMustBeThereAndTakesNoSaver) {
+  auto message = [](std::shared_ptr<th::CheckpointManager> manager,
+                    th::CheckpointSaverHookOptions o) {
+    return th::testing::error_message<th::InvalidArgument>(
+        [&] { th::CheckpointSaverHook h(std::move(manager), std::move(o)); });
+  };
+  EXPECT_THAT(message(nullptr, {.save_steps = 1}), ::testing::HasSubstr("manager is null"));
+  auto manager = std::make_shared<th::CheckpointManager>(dir());
+  EXPECT_THAT(message(manager, {.save_steps = 1, .saver = std::make_shared<th::Saver>(m.g)}),
+              ::testing::HasSubstr("not both"));
+  EXPECT_EQ(message(manager, {}), "Either every_secs or every_steps should be provided.");
+}
+
 TEST_F(CheckpointSaverHookTest, OptionsAreValidatedWithTFTexts) {
   auto message = [&](th::CheckpointSaverHookOptions o, std::string d = "x") {
     try {
@@ -275,8 +304,8 @@ TEST_F(CheckpointSaverHookTest, AsyncSavesEveryTriggerAndReportsOnTheTrainingThr
 }
 
 TEST_F(CheckpointSaverHookTest, AsyncCheckpointsHoldTheStateOfTheirStep) {
-  auto sess = session({hook({.save_steps = 1, .saver_options = {.max_to_keep = 10},
-                             .async_save = true})});
+  auto sess =
+      session({hook({.save_steps = 1, .saver_options = {.max_to_keep = 10}, .async_save = true})});
   std::vector<at::Tensor> w{m.g.variable_value(m.w).detach().clone()};
   for (int i = 1; i <= 5; ++i) {
     run(*sess, 1);
@@ -320,9 +349,10 @@ TEST_F(CheckpointSaverHookTest, AsyncWriteErrorIsRaisedByALaterRun) {
 TEST_F(CheckpointSaverHookTest, ARestartDoesNotRewriteTheCheckpointItRestoredFrom) {
   const std::string path3 = root.file("ckpt/model.ckpt-3");
   {
-    th::MonitoredTrainingSession sess(
-        m.g, {.checkpoint_dir = dir(), .save_checkpoint_steps = 2, .log_step_count_steps = 0,
-              .env = fe.env()});
+    th::MonitoredTrainingSession sess(m.g, {.checkpoint_dir = dir(),
+                                            .save_checkpoint_steps = 2,
+                                            .log_step_count_steps = 0,
+                                            .env = fe.env()});
     run(sess, 3);
   }
   EXPECT_THAT(saved_steps(), ElementsAre(0, 2, 3));
@@ -330,9 +360,11 @@ TEST_F(CheckpointSaverHookTest, ARestartDoesNotRewriteTheCheckpointItRestoredFro
   fe.log->clear();
   th::testing::TinyModel again;
   {
-    th::MonitoredTrainingSession sess(
-        again.g, {.checkpoint_dir = dir(), .save_checkpoint_steps = 2, .log_step_count_steps = 0,
-                  .async_checkpoints = true, .env = fe.env()});
+    th::MonitoredTrainingSession sess(again.g, {.checkpoint_dir = dir(),
+                                                .save_checkpoint_steps = 2,
+                                                .log_step_count_steps = 0,
+                                                .async_checkpoints = true,
+                                                .env = fe.env()});
     EXPECT_EQ(again.g.global_step_value(), 3);
     EXPECT_EQ(fs::last_write_time(path3), mtime);
     sess.run(again.train, again.feed());
@@ -367,8 +399,8 @@ struct SlowState : th::StateProvider {
 TEST_F(CheckpointSaverHookTest, AsyncSaveAfterTheWriterEndedIsWrittenOnTheTrainingThread) {
   SlowState slow;
   m.g.register_state("test/slow", &slow);
-  auto sess = session({std::make_shared<StopAtCreationHook>(),
-                       hook({.save_steps = 1, .async_save = true})});
+  auto sess = session(
+      {std::make_shared<StopAtCreationHook>(), hook({.save_steps = 1, .async_save = true})});
   EXPECT_TRUE(sess->should_stop());
   sess->close();  // returns: nothing waits for a writer that has gone
   EXPECT_THAT(saved_steps(), ElementsAre(0));

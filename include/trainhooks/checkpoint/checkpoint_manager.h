@@ -10,7 +10,8 @@
 // keep_checkpoint_every_n_hours rule keeps them on disk (no longer listed). A kill at any moment
 // leaves every listed checkpoint complete.
 //
-//   auto manager = std::make_shared<th::CheckpointManager>("runs/exp1", {.max_to_keep = 3});
+//   auto manager = std::make_shared<th::CheckpointManager>(
+//       "runs/exp1", th::CheckpointManagerOptions{.max_to_keep = 3});
 //   if (!manager->restore_latest(sess)) g.initialize();        // nothing saved yet
 //   ...
 //   manager->save(sess, g.global_step_value());                // runs/exp1/model.ckpt-<step>

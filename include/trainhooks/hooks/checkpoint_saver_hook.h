@@ -16,24 +16,34 @@
 //   Calling checkpoint listeners before saving checkpoint N...
 //   Saving checkpoints for N into PATH.          PATH = <checkpoint_dir>/<checkpoint_basename>
 //   Calling checkpoint listeners after saving checkpoint N...
-// The files are written by the Saver (saver.h) as PATH-N. A listener's after_save() returning true
-// requests a stop after the current run (logged); the run's results are still returned.
+// The checkpoints are written, named (PATH-N), listed and retained by a CheckpointManager
+// (checkpoint/checkpoint_manager.h): the one given, or one the hook makes in begin() of
+// checkpoint_dir, checkpoint_basename and the retention of saver_options (or of the given
+// saver's options). A listener's after_save() returning true requests a stop after the current
+// run (logged); the run's results are still returned.
 //
 //   auto hook = std::make_shared<th::CheckpointSaverHook>(
 //       "runs/exp1", th::CheckpointSaverHookOptions{.save_steps = 1000});
 //   th::MonitoredSession sess(std::make_unique<th::ChiefSessionCreator>(g), {hook});
 //
+//   auto manager = std::make_shared<th::CheckpointManager>(
+//       "runs/exp1", th::CheckpointManagerOptions{.max_to_keep = 3});
+//   auto hook = std::make_shared<th::CheckpointSaverHook>(
+//       manager, th::CheckpointSaverHookOptions{.save_secs = 600});
+//
 // Save secs are measured on the hook's Env clock (steady time), so a FakeClock drives them.
 //
-// When the newest checkpoint listed by the Saver in checkpoint_dir is already at the global step
-// of after_create_session() (the one just restored from, with a Saver shared with the session
-// creator as MonitoredTrainingSession does), it is not written again: rewriting the files a
-// restart depends on would only open a window in which a crash could damage them.
+// When the manager's newest checkpoint is already the one of the global step of
+// after_create_session() (CheckpointManager::saved_at: the one just restored from, with a manager
+// shared with the session creator as MonitoredTrainingSession does), it is not written again:
+// rewriting the files a restart depends on would only open a window in which a crash could damage
+// them.
 //
-// async_save: a save copies the state into host memory on the training thread (Saver::snapshot)
-// and a background thread, registered with the session's Coordinator, encodes and writes it
-// while training goes on. At most one save is in flight: a trigger during a write first waits
-// for that write to finish (logged, as TF's AsyncCheckpointSaverHook). A finished write is
+// async_save: a save copies the state into host memory on the training thread
+// (CheckpointManager::snapshot) and an AsyncCheckpointWriter (checkpoint/async_checkpoint_writer.h)
+// writes it on a thread of the session's Coordinator while training goes on. At most one save is
+// in flight: a trigger during a write first waits for that write to finish (logged, as TF's
+// AsyncCheckpointSaverHook). A finished write is
 // reported on the training thread at the next after_run(): the SessionLog CHECKPOINT event, the
 // "Calling checkpoint listeners after saving" line and every listener's after_save() happen
 // then, and a write error is raised from there (as a synchronous save would raise it from the
@@ -49,6 +59,8 @@
 #include <string>
 #include <vector>
 
+#include "trainhooks/checkpoint/async_checkpoint_writer.h"
+#include "trainhooks/checkpoint/checkpoint_manager.h"
 #include "trainhooks/checkpoint/saver.h"
 #include "trainhooks/hook.h"
 #include "trainhooks/timer.h"
@@ -77,12 +89,13 @@ struct CheckpointSaverHookOptions {
   // "CheckpointSaverHook: save_steps must be positive, got 0").
   std::optional<double> save_secs;
   std::optional<int64_t> save_steps;
-  // The Saver to use; null: one made with saver_options on the hook's graph. A Saver shared
-  // with the session creator (which restores) keeps one retention list.
+  // Without a given CheckpointManager: the hook's manager takes its retention and Env from this
+  // Saver's options (the Saver must be on the session's graph); null: from saver_options.
   std::shared_ptr<Saver> saver;
+  // Without a given CheckpointManager: the checkpoints' basename.
   std::string checkpoint_basename = "model.ckpt";
   std::vector<std::shared_ptr<CheckpointSaverListener>> listeners;
-  // Used when saver is null; a null env member there takes the hook's.
+  // Used when neither a manager nor a saver is given; a null env member there takes the hook's.
   SaverOptions saver_options;
   // Write checkpoints on a background thread (see above).
   bool async_save = false;
@@ -93,6 +106,11 @@ class CheckpointSaverHook : public SessionRunHook {
   // InvalidArgument for an empty checkpoint_dir or checkpoint_basename, a basename with a
   // directory part, a null listener, or bad save_secs / save_steps.
   CheckpointSaverHook(std::string checkpoint_dir, CheckpointSaverHookOptions options);
+  // Saves through `manager` (its directory, basename and retention); options.saver,
+  // checkpoint_basename and saver_options are not used. InvalidArgument for a null manager, a
+  // given saver, a null listener, or bad save_secs / save_steps.
+  CheckpointSaverHook(std::shared_ptr<CheckpointManager> manager,
+                      CheckpointSaverHookOptions options);
   ~CheckpointSaverHook() override;
 
   void begin() override;
@@ -102,11 +120,12 @@ class CheckpointSaverHook : public SessionRunHook {
 
   // <checkpoint_dir>/<checkpoint_basename>: the prefix of every checkpoint this hook writes.
   const std::string& save_path() const { return save_path_; }
-  // The Saver in use (null before begin() when none was given).
-  const std::shared_ptr<Saver>& saver() const { return saver_; }
+  // The Saver given in the options (null when none was).
+  const std::shared_ptr<Saver>& saver() const { return options_.saver; }
+  // The CheckpointManager in use (null before begin() when none was given).
+  const std::shared_ptr<CheckpointManager>& manager() const { return manager_; }
 
  private:
-  struct AsyncWriter;
   // Saves at `step`; true when a listener asked to stop (synchronous saves only).
   bool save(Session& session, int64_t step);
   // Synchronous: the after-save half of save(); async: also called when a write is reported.
@@ -119,9 +138,10 @@ class CheckpointSaverHook : public SessionRunHook {
   std::string save_path_;
   CheckpointSaverHookOptions options_;
   SecondOrStepTimer timer_;
-  std::shared_ptr<Saver> saver_;
+  bool manager_given_ = false;
+  std::shared_ptr<CheckpointManager> manager_;
   std::shared_ptr<summary::EventWriter> writer_;
-  std::shared_ptr<AsyncWriter> async_;
+  std::unique_ptr<AsyncCheckpointWriter> async_;
 };
 
 }  // namespace trainhooks
