@@ -234,7 +234,7 @@ TEST_F(CheckpointSaverHookTest, AGivenManagerMustBeThereAndTakesNoSaver) {
   auto manager = std::make_shared<th::CheckpointManager>(dir());
   EXPECT_THAT(message(manager, {.save_steps = 1, .saver = std::make_shared<th::Saver>(m.g)}),
               ::testing::HasSubstr("not both"));
-  EXPECT_EQ(message(manager, {}), "Either every_secs or every_steps should be provided.");
+  EXPECT_EQ(message(manager, {}), "Either save_secs or save_steps should be provided.");
 }
 
 TEST_F(CheckpointSaverHookTest, OptionsAreValidatedWithTFTexts) {
