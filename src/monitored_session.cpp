@@ -184,8 +184,9 @@ void MonitoredSession::reset_for_recovery() {
   try {
     coord_->join(options_.stop_grace_period_secs);
   } catch (const AbortedError&) {
-  } catch (const UnavailableError&) {
     // The error being recovered from (or another preemption): already logged.
+  } catch (const UnavailableError&) {
+    // Likewise.
   } catch (const std::exception& e) {
     env_.warning(fmt::format("While recovering the session: {}", e.what()));
   }

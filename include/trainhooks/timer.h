@@ -10,8 +10,9 @@
 // terms ("Can not provide both save_secs and save_steps.").
 //
 //   th::SecondOrStepTimer timer({.every_steps = 100});
-//   if (timer.should_trigger_for_step(step)) { auto elapsed =
-//   timer.update_last_triggered_step(step); }
+//   if (timer.should_trigger_for_step(step)) {
+//     auto elapsed = timer.update_last_triggered_step(step);
+//   }
 //
 //   // In a hook: validated in its constructor, bound to its Env clock in begin() (hook.h).
 //   timer_({.every_secs = o.save_secs, .every_steps = o.save_steps,
