@@ -15,6 +15,7 @@
 #include "trainhooks/graph.h"
 #include "trainhooks/hook.h"
 #include "trainhooks/hooks/checkpoint_saver_hook.h"
+#include "trainhooks/hooks/evaluation_hook.h"
 #include "trainhooks/hooks/feed_fn_hook.h"
 #include "trainhooks/hooks/final_ops_hook.h"
 #include "trainhooks/hooks/global_step_waiter_hook.h"
