@@ -4,8 +4,8 @@ BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-# What `make demo` runs: the library, the seed example and the CLI, nothing else.
-DEMO_TARGETS = seed_linear_regression trainhooks_cli
+# What `make demo` runs: the library, the two examples and the CLI, nothing else.
+DEMO_TARGETS = fashion_mnist seed_linear_regression trainhooks_cli
 
 .PHONY: all deps configure build build-demo demo test bench clean format
 

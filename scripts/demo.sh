@@ -1,12 +1,27 @@
 #!/usr/bin/env bash
-# The main job: trains the seed model (y = W·x + b) inside MonitoredTrainingSession with a hook
+# The main job: a small CNN trained on Fashion-MNIST for DEMO_MINUTES (3) minutes inside
+# MonitoredTrainingSession with evaluation, a learning-rate schedule, summaries, checkpoints and a
+# progress bar (examples/fashion_mnist.cpp), from a fresh directory.
+#
+# Then the seed program: trains the seed model (y = W·x + b) inside MonitoredTrainingSession with a hook
 # that prints the loss every step and saves the model with a Saver when the session ends, then
 # trains again with the same checkpoint directory: the second run resumes where the first stopped.
 set -euo pipefail
 BUILD_DIR=${1:-build}
 OUT_DIR=${OUT_DIR:-$BUILD_DIR/demo}
 SEED="$BUILD_DIR/examples/seed_linear_regression"
+FASHION="$BUILD_DIR/examples/fashion_mnist"
 mkdir -p "$OUT_DIR"
+
+rm -rf "$OUT_DIR/fashion_mnist"
+echo "== Fashion-MNIST: $FASHION --minutes ${DEMO_MINUTES:-3} --logdir $OUT_DIR/fashion_mnist"
+"$FASHION" --minutes "${DEMO_MINUTES:-3}" --logdir "$OUT_DIR/fashion_mnist"
+echo
+echo "TensorBoard summaries of that run (tensorboard --logdir $OUT_DIR/fashion_mnist):"
+"$BUILD_DIR/tools/trainhooks" events "$OUT_DIR/fashion_mnist" || true
+"$BUILD_DIR/tools/trainhooks" events "$OUT_DIR/fashion_mnist/eval" || true
+echo
+echo "== The seed program: y = W·x + b in MonitoredTrainingSession(hooks = {MyHook})"
 rm -rf "$OUT_DIR/logs" "$OUT_DIR/ckpt"
 echo "== First run: 100 steps, checkpoints every 50 steps in $OUT_DIR/ckpt"
 "$SEED" --steps 100 --model "$OUT_DIR/model.pt" --logdir "$OUT_DIR/logs" --checkpoint_dir "$OUT_DIR/ckpt"

@@ -1,0 +1,314 @@
+// The main job: a small CNN trained on Fashion-MNIST inside MonitoredTrainingSession, with the
+// hooks a real run needs.
+//
+//   - data: Debian's dataset-fashion-mnist IDX files (th::fashion_mnist_source), shuffled per
+//     epoch; the test split evaluated by an EvaluationHook every --eval-every steps and at the end
+//   - model: conv 1->32 3x3, ReLU, 2x2 max-pool; conv 32->64 3x3, ReLU, 2x2 max-pool; linear
+//     1600->10 (a torch::nn::Module added to the graph)
+//   - optimizer: Adam (or SGD with momentum), learning rate warmed up linearly for
+//     --warmup-steps and then decayed by a cosine to 0 at the last step
+//   - checkpoints in --logdir every 60 s and at the end; Ctrl-C (or SIGTERM) stops after the
+//     current step and saves, and running the same command again continues the same schedule
+//   - TensorBoard summaries in --logdir (loss, train accuracy, learning_rate, weight histograms,
+//     a grid of the batch's images) and --logdir/eval (test accuracy and loss)
+//   - a progress bar on a terminal, plain progress lines every 30 s otherwise
+//
+// The budget is --minutes (default 3) or --steps. Minutes are turned into a number of steps by
+// timing a few steps of the model on this machine before training, so that the schedule can end
+// exactly at the last step; the plan is kept in <logdir>/plan.json and a resumed run follows it.
+//
+//   fashion_mnist [--minutes 3 | --steps N] [--data-dir DIR] [--logdir DIR] [--batch-size 64]
+//                 [--lr 0.002] [--optimizer adam|sgd] [--warmup-steps 200] [--eval-every N]
+#include <torch/torch.h>
+
+#include <fmt/format.h>
+#include <trainhooks/trainhooks.h>
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "fashion_mnist_model.h"
+
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <string>
+
+namespace th = trainhooks;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Flags {
+  std::string data_dir = th::kFashionMnistDefaultDir;
+  std::string logdir = "fashion_mnist_logs";
+  double minutes = 3;
+  int64_t steps = 0;
+  int64_t batch_size = 64;
+  double lr = 2e-3;
+  std::string optimizer = "adam";
+  int64_t warmup_steps = 200;
+  int64_t eval_every = 1000;
+  int64_t summary_steps = 100;
+  int64_t save_steps = 0;  // 0: every 60 seconds
+  int threads = 0;
+  uint64_t seed = 0;
+  bool progress = true;
+};
+
+using fashion_mnist::Net;
+
+// The plan of a run: how many steps the schedule spans. Written once, read by resumed runs so
+// that they continue the same schedule whatever the budget flags say.
+struct Plan {
+  int64_t total_steps = 0;
+  int64_t batch_size = 0;
+};
+
+std::optional<Plan> read_plan(const fs::path& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.contains("total_steps") || !j.contains("batch_size"))
+    throw th::DataLossError(fmt::format("{}: not a plan written by fashion_mnist", path.string()));
+  return Plan{j["total_steps"].get<int64_t>(), j["batch_size"].get<int64_t>()};
+}
+
+void write_plan(const fs::path& path, const Plan& plan) {
+  nlohmann::json j = {{"total_steps", plan.total_steps}, {"batch_size", plan.batch_size}};
+  // Written aside and renamed: a run killed meanwhile leaves the old plan or none, never half.
+  const fs::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << j.dump(2) << "\n";
+    if (!out.flush()) throw th::FileError(fmt::format("{}: cannot write the plan", tmp.string()));
+  }
+  fs::rename(tmp, path);
+}
+
+// Seconds per training step of `net` at this batch size, timed on this machine: forward,
+// backward and an Adam-like update's worth of work, without changing the parameters.
+double seconds_per_step(Net& net, int64_t batch_size) {
+  auto x = torch::randn({batch_size, 1, 28, 28});
+  auto y = torch::randint(0, 10, {batch_size}, torch::kLong);
+  auto once = [&] {
+    auto loss = torch::nll_loss(torch::log_softmax(net->forward(x), 1), y);
+    loss.backward();
+    for (auto& p : net->parameters()) p.mutable_grad() = torch::Tensor();
+  };
+  for (int i = 0; i < 3; ++i) once();
+  const int n = 10;
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < n; ++i) once();
+  std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
+  // The optimizer step, the input batch and the hooks: about a tenth more, measured.
+  return 1.1 * dt.count() / n;
+}
+
+int run(const Flags& f) {
+  if (f.threads > 0) torch::set_num_threads(f.threads);
+  torch::manual_seed(static_cast<uint64_t>(f.seed));
+  fs::create_directories(f.logdir);
+
+  th::Graph g;
+  Net net;
+  g.add_module("net", net);
+  auto train = g.input("train", th::fashion_mnist_source(f.data_dir, th::FashionMnistSplit::kTrain),
+                       {.batch_size = f.batch_size,
+                        .shuffle = true,
+                        .seed = f.seed,
+                        .num_epochs = 0,
+                        .drop_last = true});
+  auto test = g.input("test", th::fashion_mnist_source(f.data_dir, th::FashionMnistSplit::kTest),
+                      {.batch_size = 1000});
+
+  // Training: loss and accuracy of the batch (accuracy only when a summary asks for it).
+  const th::Node images = train.data(), labels = train.target();
+  auto logits = g.op("logits", [net, images](th::Run& r) { return net->forward(r[images]); });
+  auto loss =
+      g.op("loss", [=](th::Run& r) { return torch::cross_entropy_loss(r[logits], r[labels]); });
+  auto accuracy = g.op("accuracy", [=](th::Run& r) {
+    return r[logits].argmax(1).eq(r[labels]).to(torch::kFloat).mean();
+  });
+  // Evaluation: the same model over the test split.
+  const th::Node test_images = test.data(), test_labels = test.target();
+  auto test_logits =
+      g.op("test/logits", [net, test_images](th::Run& r) { return net->forward(r[test_images]); });
+  auto test_loss = g.op("test/loss", [=](th::Run& r) {
+    return torch::cross_entropy_loss(r[test_logits], r[test_labels]);
+  });
+  auto test_accuracy = g.op("test/accuracy", [=](th::Run& r) {
+    return r[test_logits].argmax(1).eq(r[test_labels]).to(torch::kFloat).mean();
+  });
+
+  // The plan: from a previous run of this logdir, or the budget.
+  const fs::path plan_path = fs::path(f.logdir) / "plan.json";
+  auto plan = read_plan(plan_path);
+  if (plan) {
+    if (plan->batch_size != f.batch_size) {
+      throw th::InvalidArgument(fmt::format(
+          "--batch-size {} differs from the {} of the run in {}: use the same, or a new --logdir",
+          f.batch_size, plan->batch_size, f.logdir));
+    }
+    std::cout << fmt::format("Continuing the run in {}: {} steps in all\n", f.logdir,
+                             plan->total_steps);
+  } else {
+    plan = Plan{f.steps, f.batch_size};
+    if (f.steps == 0) {
+      const double per_step = seconds_per_step(net, f.batch_size);
+      // Evaluations (10,000 images forward, about 6 training steps' worth per 1,000 images) and
+      // start-up come out of the budget first.
+      const double budget = f.minutes * 60 - 5;
+      const double eval_cost = 60 * per_step * 1.0;
+      int64_t steps = static_cast<int64_t>(budget / per_step);
+      steps -= static_cast<int64_t>((steps / f.eval_every + 1) * eval_cost / per_step);
+      plan->total_steps = std::max<int64_t>(steps / 100 * 100, 100);
+      std::cout << fmt::format(
+          "Budget {:g} min at {:.1f} ms per step on this machine: {} steps of batch {}\n",
+          f.minutes, per_step * 1e3, plan->total_steps, f.batch_size);
+    }
+    write_plan(plan_path, *plan);
+  }
+  if (f.warmup_steps >= plan->total_steps) {
+    throw th::InvalidArgument(fmt::format("--warmup-steps {} must be less than the {} steps",
+                                          f.warmup_steps, plan->total_steps));
+  }
+
+  auto optimizer = f.optimizer == "adam" ? th::adam(f.lr) : th::sgd(f.lr, {.momentum = 0.9});
+  auto train_op = g.minimize("train_op", loss, optimizer);
+  auto schedule =
+      th::linear_warmup(f.warmup_steps, th::cosine_decay(f.lr, plan->total_steps - f.warmup_steps));
+
+  // Summaries of the training run (SummarySaverHook writes them every --summary-steps).
+  th::summary::scalar(g, "loss", loss);
+  th::summary::scalar(g, "accuracy", accuracy);
+  for (const auto& [name, p] : net->named_parameters())
+    if (name.find("weight") != std::string::npos)
+      th::summary::histogram(g, "weights/" + name, "net/" + name);
+  auto grid = g.op("input_grid", [images](th::Run& r) {
+    // The batch's first 16 images as one 4x4 grid, back in [0, 1].
+    auto x = r[images].slice(0, 0, 16) * th::kFashionMnistStd + th::kFashionMnistMean;
+    if (x.size(0) < 16) x = torch::cat({x, torch::zeros({16 - x.size(0), 1, 28, 28})});
+    return x.reshape({4, 4, 28, 28}).permute({0, 2, 1, 3}).reshape({1, 1, 112, 112}).clamp(0, 1);
+  });
+  th::summary::image(g, "inputs", grid, {.max_outputs = 1});
+
+  auto preemption = std::make_shared<th::PreemptionHook>();
+  auto evaluation = std::make_shared<th::EvaluationHook>(th::EvaluationHookOptions{
+      .metrics = {{"accuracy", test_accuracy}, {"loss", test_loss}},
+      .input = test_images,
+      .every_n_steps = f.eval_every,
+      .output_dir = (fs::path(f.logdir) / "eval").string(),
+      .set_training = [net](bool training) mutable { net->train(training); }});
+  th::Hooks hooks = {
+      preemption,
+      std::make_shared<th::StopAtStepHook>(
+          th::StopAtStepHookOptions{.last_step = plan->total_steps}),
+      std::make_shared<th::LearningRateScheduleHook>(
+          train_op, schedule,
+          th::LearningRateScheduleHookOptions{.every_n_steps = f.summary_steps,
+                                              .output_dir = f.logdir}),
+      evaluation,
+  };
+  if (f.progress)
+    hooks.push_back(
+        std::make_shared<th::ProgressBarHook>(th::ProgressBarHookOptions{.loss = loss}));
+
+  // A finished run would train one more step if restored (TF's StopAtStepHook rule): say so
+  // instead.
+  if (auto latest = th::Saver::latest_checkpoint(f.logdir)) {
+    if (auto done = th::CheckpointManager::step_of(*latest); done && *done >= plan->total_steps) {
+      std::cout << fmt::format(
+          "The run in {} is complete ({} of {} steps). Train again with a new --logdir.\n",
+          f.logdir, *done, plan->total_steps);
+      return 0;
+    }
+  }
+
+  auto start = std::chrono::steady_clock::now();
+  th::MonitoredTrainingSession sess(
+      g,
+      {.checkpoint_dir = f.logdir,
+       .hooks = hooks,
+       .save_checkpoint_secs = f.save_steps ? std::nullopt : std::optional<double>(60),
+       .save_checkpoint_steps = f.save_steps ? std::optional<int64_t>(f.save_steps) : std::nullopt,
+       .save_summaries_steps = f.summary_steps,
+       .log_step_count_steps = 1000});
+  const int64_t first_step = g.global_step_value();
+  if (first_step > 0) std::cout << fmt::format("Resumed at step {}\n", first_step);
+  while (!sess.should_stop()) sess.run(train_op);
+  sess.close();
+  std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
+
+  const int64_t step = g.global_step_value();
+  if (preemption->stopped_by_signal()) {
+    std::cout << fmt::format(
+        "Stopped by {} at step {} of {}; the checkpoint is in {}. Run the same command again to "
+        "continue.\n",
+        th::signal_name(preemption->stopped_by_signal()), step, plan->total_steps, f.logdir);
+    return 128 + preemption->stopped_by_signal();
+  }
+  auto acc = th::metrics_board(g).latest("eval/accuracy");
+  std::cout << fmt::format(
+      "Final test accuracy: {:.2f} % at step {} ({} steps in {:.1f} min; TensorBoard: "
+      "tensorboard --logdir {})\n",
+      acc ? acc->value * 100 : 0.0, step, step - first_step, elapsed.count() / 60, f.logdir);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags f;
+  CLI::App app{"Trains a small CNN on Fashion-MNIST with trainhooks' MonitoredTrainingSession."};
+  app.add_option("--data-dir", f.data_dir, "Directory of the IDX files (gzip or plain)")
+      ->capture_default_str();
+  app.add_option("--logdir", f.logdir, "Checkpoints, summaries and the run's plan")
+      ->capture_default_str();
+  auto* minutes = app.add_option("--minutes", f.minutes, "Training budget in minutes")
+                      ->check(CLI::PositiveNumber)
+                      ->capture_default_str();
+  app.add_option("--steps", f.steps, "Training budget in steps (instead of --minutes)")
+      ->check(CLI::PositiveNumber)
+      ->excludes(minutes);
+  app.add_option("--batch-size", f.batch_size)->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--lr", f.lr, "Peak learning rate")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--optimizer", f.optimizer)
+      ->check(CLI::IsMember({"adam", "sgd"}))
+      ->capture_default_str();
+  app.add_option("--warmup-steps", f.warmup_steps)
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--eval-every", f.eval_every, "Evaluate on the test split every N steps")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--summary-steps", f.summary_steps, "Write summaries every N steps")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--save-steps", f.save_steps,
+                 "Save a checkpoint every N steps (default: every 60 s)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--threads", f.threads, "Intra-op threads (0: LibTorch's default)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--seed", f.seed)->capture_default_str();
+  app.add_flag("!--no-progress", f.progress, "No progress bar or progress lines");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "fashion_mnist: " << e.what() << " (see --help)\n";
+    return 2;
+  }
+  try {
+    return run(f);
+  } catch (const std::exception& e) {
+    std::cerr << "fashion_mnist: " << e.what() << "\n";
+    return 1;
+  }
+}

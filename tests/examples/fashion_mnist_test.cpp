@@ -1,0 +1,238 @@
+// Runs the Fashion-MNIST example end to end on a tiny IDX dataset written here: what it prints,
+// its flags' errors, its summaries, and that a run interrupted by SIGINT and run again continues
+// the same schedule: the learning rate, the global step sequence, the losses and the final
+// variables equal an uninterrupted run's.
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <zlib.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "checkpoint/child_process.h"
+#include "test_util.h"
+#include "trainhooks/checkpoint/checkpoint_reader.h"
+#include "trainhooks/checkpoint/checkpoint_state.h"
+#include "trainhooks/summary/event_reader.h"
+
+namespace th = trainhooks;
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+namespace {
+
+const std::string kExample = TRAINHOOKS_BINARY_DIR "/examples/fashion_mnist";
+
+void put_u32(std::string& out, uint32_t v) {
+  for (int shift = 24; shift >= 0; shift -= 8)
+    out.push_back(static_cast<char>((v >> shift) & 0xff));
+}
+
+// A gzip IDX file of unsigned bytes with dimensions `dims`.
+void write_idx_gz(const std::string& path, const std::vector<uint32_t>& dims,
+                  const std::vector<uint8_t>& data) {
+  std::string bytes;
+  put_u32(bytes, 0x00000800u | static_cast<uint32_t>(dims.size()));
+  for (uint32_t d : dims) put_u32(bytes, d);
+  bytes.append(data.begin(), data.end());
+  gzFile f = gzopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr) << path;
+  ASSERT_EQ(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())),
+            static_cast<int>(bytes.size()));
+  ASSERT_EQ(gzclose(f), Z_OK);
+}
+
+// Fashion-MNIST's four files with `train` and `test` random 28x28 images whose label is
+// recognisable (the mean brightness), so a few hundred steps learn something.
+void write_dataset(const std::string& dir, uint32_t train, uint32_t test) {
+  fs::create_directories(dir);
+  uint32_t seed = 12345;
+  auto next = [&] { return seed = seed * 1664525u + 1013904223u; };
+  for (auto [prefix, n] : {std::pair<std::string, uint32_t>{"train", train}, {"t10k", test}}) {
+    std::vector<uint8_t> images(static_cast<size_t>(n) * 28 * 28), labels(n);
+    for (uint32_t i = 0; i < n; ++i) {
+      labels[i] = static_cast<uint8_t>(next() % 10);
+      for (size_t p = 0; p < 28 * 28; ++p)
+        images[i * 28 * 28 + p] = static_cast<uint8_t>(labels[i] * 20 + next() % 60);
+    }
+    write_idx_gz(dir + "/" + prefix + "-images-idx3-ubyte.gz", {n, 28, 28}, images);
+    write_idx_gz(dir + "/" + prefix + "-labels-idx1-ubyte.gz", {n}, labels);
+  }
+}
+
+struct Result {
+  int status = -1;
+  std::vector<std::string> lines;
+};
+
+Result run_example(const std::vector<std::string>& args, const std::string& log) {
+  std::vector<std::string> argv = {kExample};
+  argv.insert(argv.end(), args.begin(), args.end());
+  th::testing::ChildProcess child(argv, log);
+  auto status = child.wait(300);
+  if (!status) child.kill_and_reap();
+  return {status.value_or(-1), child.lines()};
+}
+
+int exit_code(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : -1; }
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// step -> value of `tag` over every event file in `dir`; a step written twice fails the test.
+std::map<int64_t, double> scalars(const std::string& dir, const std::string& tag) {
+  std::map<int64_t, double> out;
+  for (const auto& e : th::summary::read_events(dir))
+    for (const auto& v : e.values)
+      if (v.tag == tag)
+        EXPECT_TRUE(out.emplace(e.step, v.scalar).second) << tag << " step " << e.step;
+  return out;
+}
+
+class FashionMnistExampleTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    data_ = new th::testing::TempDir;
+    write_dataset(data_->path(), 256, 64);
+  }
+  static void TearDownTestSuite() { delete data_; }
+
+  // A small run: batch 8 (32 steps per epoch), one thread, no progress bar.
+  std::vector<std::string> args(const std::string& logdir, int64_t steps) const {
+    return {"--data-dir",     data_->path(),
+            "--logdir",       logdir,
+            "--steps",        std::to_string(steps),
+            "--batch-size",   "8",
+            "--warmup-steps", "50",
+            "--eval-every",   "100",
+            "--threads",      "1",
+            "--no-progress"};
+  }
+
+  static th::testing::TempDir* data_;
+  th::testing::TempDir dir;
+};
+th::testing::TempDir* FashionMnistExampleTest::data_ = nullptr;
+
+TEST_F(FashionMnistExampleTest, TrainsEvaluatesAndWritesSummaries) {
+  const std::string logdir = dir.file("run");
+  auto r = run_example(args(logdir, 200), dir.file("stderr.txt"));
+  ASSERT_EQ(exit_code(r.status), 0) << read_file(dir.file("stderr.txt"));
+  ASSERT_FALSE(r.lines.empty());
+  EXPECT_THAT(r.lines.back(), ::testing::MatchesRegex(
+                                  "Final test accuracy: [0-9.]+ % at step 200 \\(200 steps in .*"));
+  const std::string err = read_file(dir.file("stderr.txt"));
+  EXPECT_THAT(err, HasSubstr("eval: accuracy = "));
+  EXPECT_THAT(err, HasSubstr("(step 100)"));
+  EXPECT_THAT(err, HasSubstr("(step 200)"));
+  // Training summaries: loss, accuracy, learning_rate, weight histograms, the input grid.
+  std::set<std::string> tags;
+  std::set<th::summary::ValueKind> kinds;
+  for (const auto& e : th::summary::read_events(logdir))
+    for (const auto& v : e.values) {
+      tags.insert(v.tag);
+      kinds.insert(v.kind);
+    }
+  for (const char* tag : {"loss", "accuracy", "learning_rate", "weights/conv1.weight",
+                          "weights/fc.weight", "inputs/image"})
+    EXPECT_TRUE(tags.count(tag)) << tag;
+  EXPECT_TRUE(kinds.count(th::summary::ValueKind::kHistogram));
+  EXPECT_TRUE(kinds.count(th::summary::ValueKind::kImage));
+  // Evaluation summaries in their own run directory.
+  EXPECT_EQ(scalars(logdir + "/eval", "accuracy").size(), 2u);
+  EXPECT_EQ(scalars(logdir + "/eval", "loss").size(), 2u);
+  // Running the finished run again trains nothing.
+  auto again = run_example(args(logdir, 200), dir.file("stderr2.txt"));
+  EXPECT_EQ(exit_code(again.status), 0);
+  ASSERT_FALSE(again.lines.empty());
+  EXPECT_THAT(again.lines.back(), HasSubstr("is complete (200 of 200 steps)"));
+}
+
+TEST_F(FashionMnistExampleTest, AnInterruptedRunContinuesTheSameSchedule) {
+  const int64_t steps = 1000;
+  auto with = [&](std::vector<std::string> a) {
+    for (auto s : {"--summary-steps", "1", "--save-steps", "100"}) a.push_back(s);
+    return a;
+  };
+  // Uninterrupted.
+  const std::string straight = dir.file("straight");
+  auto r = run_example(with(args(straight, steps)), dir.file("straight.txt"));
+  ASSERT_EQ(exit_code(r.status), 0) << read_file(dir.file("straight.txt"));
+
+  // Interrupted by SIGINT once the checkpoint of step 100 exists, then run again.
+  const std::string resumed = dir.file("resumed");
+  int64_t stopped_at = 0;
+  {
+    auto argv = with(args(resumed, steps));
+    argv.insert(argv.begin(), kExample);
+    th::testing::ChildProcess child(argv, dir.file("resumed.txt"));
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (std::chrono::steady_clock::now() < deadline && child.running()) {
+      auto state = th::get_checkpoint_state(resumed);
+      if (state && !state->model_checkpoint_path.empty() &&
+          state->model_checkpoint_path.find("ckpt-0") == std::string::npos)
+        break;
+      child.wait(0.01);
+    }
+    child.send(SIGINT);
+    auto status = child.wait(120);
+    ASSERT_TRUE(status.has_value());
+    ASSERT_EQ(exit_code(*status), 130) << read_file(dir.file("resumed.txt"));
+    ASSERT_FALSE(child.lines().empty());
+    EXPECT_THAT(child.lines().back(), HasSubstr("Stopped by SIGINT at step "));
+    stopped_at = th::load_checkpoint(resumed).global_step();
+  }
+  ASSERT_GT(stopped_at, 0);
+  ASSERT_LT(stopped_at, steps) << "the run ended before the signal: make it longer";
+  auto again = run_example(with(args(resumed, steps)), dir.file("resumed.txt"));
+  ASSERT_EQ(exit_code(again.status), 0) << read_file(dir.file("resumed.txt"));
+  EXPECT_THAT(fmt::format("{}", fmt::join(again.lines, "\n")),
+              HasSubstr(fmt::format("Resumed at step {}", stopped_at)));
+
+  // Every step's learning rate and loss, once each, equal; so are the final variables.
+  for (const char* tag : {"learning_rate", "loss"}) {
+    auto a = scalars(straight, tag), b = scalars(resumed, tag);
+    EXPECT_EQ(a.size(), static_cast<size_t>(steps)) << tag;
+    EXPECT_EQ(a, b) << tag;
+  }
+  auto x = th::load_checkpoint(straight), y = th::load_checkpoint(resumed);
+  EXPECT_EQ(x.global_step(), steps);
+  EXPECT_EQ(y.global_step(), steps);
+  ASSERT_EQ(x.variable_names(), y.variable_names());
+  for (const auto& name : x.variable_names())
+    EXPECT_TRUE(at::equal(x.get_tensor(name), y.get_tensor(name))) << name;
+}
+
+TEST_F(FashionMnistExampleTest, BadFlagsAndMissingDataAreClearErrors) {
+  auto bad = run_example({"--batch-size", "0"}, dir.file("err1.txt"));
+  EXPECT_EQ(exit_code(bad.status), 2);
+  EXPECT_THAT(read_file(dir.file("err1.txt")), HasSubstr("--batch-size"));
+  auto both = run_example({"--steps", "10", "--minutes", "1"}, dir.file("err2.txt"));
+  EXPECT_EQ(exit_code(both.status), 2);
+  EXPECT_THAT(read_file(dir.file("err2.txt")), HasSubstr("excludes"));
+  auto missing =
+      run_example({"--data-dir", dir.file("nowhere"), "--logdir", dir.file("run"), "--steps", "10"},
+                  dir.file("err3.txt"));
+  EXPECT_EQ(exit_code(missing.status), 1);
+  const std::string err = read_file(dir.file("err3.txt"));
+  EXPECT_THAT(err, HasSubstr(dir.file("nowhere")));
+  EXPECT_THAT(err, HasSubstr("dataset-fashion-mnist"));
+  auto help = run_example({"--help"}, dir.file("err4.txt"));
+  EXPECT_EQ(exit_code(help.status), 0);
+  EXPECT_THAT(fmt::format("{}", fmt::join(help.lines, "\n")), HasSubstr("--minutes"));
+}
+
+}  // namespace
