@@ -25,6 +25,7 @@
 #include "trainhooks/hooks/stop_at_step_hook.h"
 #include "trainhooks/hooks/summary_saver_hook.h"
 #include "trainhooks/input.h"
+#include "trainhooks/learning_rate_schedule.h"
 #include "trainhooks/metrics_board.h"
 #include "trainhooks/monitored_session.h"
 #include "trainhooks/node.h"
