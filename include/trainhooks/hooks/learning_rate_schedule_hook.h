@@ -1,0 +1,77 @@
+// LearningRateScheduleHook: sets a train op's learning rate from a schedule of the global step.
+//
+// Fetches nothing. In before_run it reads the global step s (a host integer) and sets every
+// parameter group of the train op's optimizer to schedule(s), so the step that runs at global
+// step s trains with schedule(s); after_create_session does the same, so the optimizer holds the
+// right rate before the first step too (and after a restore, since the rate is a function of the
+// restored global step). With a ReduceLROnPlateauHook on the same train op in the session, the
+// rate set is schedule(s) * its learning_rate_scale() (reduce_lr_on_plateau_hook.h).
+//
+// Writes the scalar summary `learning_rate` (the rate set, at step s) on the first run and then
+// every every_n_steps (default 100, SummarySaverHook's default) or every_n_secs, to output_dir's
+// process-wide writer or to summary_writer; with neither, no summary. Logs (INFO) the schedule
+// and the starting rate once per session creation:
+//   Learning rate of train: cosine_decay(learning_rate=0.1, decay_steps=1000, alpha=0); 0.1 at
+//   step 0
+// A steady step allocates nothing. A rate that is negative or not finite (a custom schedule's)
+// is an InvalidArgument naming the step. Needs a global step (RuntimeError in begin()).
+//
+//   hooks.push_back(std::make_shared<th::LearningRateScheduleHook>(
+//       train_op, th::linear_warmup(500, th::cosine_decay(0.1, 10000)),
+//       th::LearningRateScheduleHookOptions{.output_dir = "runs/exp1"}));
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "trainhooks/graph.h"
+#include "trainhooks/hook.h"
+#include "trainhooks/learning_rate_schedule.h"
+#include "trainhooks/timer.h"
+
+namespace trainhooks {
+
+namespace summary {
+class EventWriter;
+}
+
+class ReduceLROnPlateauHook;
+
+struct LearningRateScheduleHookOptions {
+  // At most one; neither: every 100 steps. When the `learning_rate` summary is written.
+  std::optional<int64_t> every_n_steps;
+  std::optional<double> every_n_secs;
+  // At most one: where the summary goes (a directory's process-wide writer, or a writer).
+  // Neither: no summary.
+  std::string output_dir;
+  std::shared_ptr<summary::EventWriter> summary_writer;
+};
+
+class LearningRateScheduleHook : public SessionRunHook {
+ public:
+  // InvalidArgument for bad options; a train_op that is not a train op is an InvalidArgument at
+  // begin().
+  LearningRateScheduleHook(Node train_op, LearningRateSchedule schedule,
+                           LearningRateScheduleHookOptions options = {});
+
+  void begin() override;
+  void after_create_session(Session& session, Coordinator& coord) override;
+  SessionRunArgs before_run(SessionRunContext& run_context) override;
+
+  const LearningRateSchedule& schedule() const { return schedule_; }
+
+ private:
+  double apply(int64_t global_step);
+
+  Node train_op_;
+  LearningRateSchedule schedule_;
+  LearningRateScheduleHookOptions options_;
+  SecondOrStepTimer timer_;
+  std::shared_ptr<summary::EventWriter> writer_;
+  torch::optim::Optimizer* optimizer_ = nullptr;
+  const ReduceLROnPlateauHook* plateau_ = nullptr;
+};
+
+}  // namespace trainhooks

@@ -1,0 +1,91 @@
+#include "trainhooks/hooks/learning_rate_schedule_hook.h"
+
+#include <fmt/format.h>
+#include <torch/optim/optimizer.h>
+
+#include <cmath>
+#include <utility>
+
+#include "trainhooks/errors.h"
+#include "trainhooks/hooks/reduce_lr_on_plateau_hook.h"
+#include "trainhooks/summary/event_writer.h"
+
+namespace trainhooks {
+
+namespace {
+TimerOptions learning_rate_timer(const LearningRateScheduleHookOptions& o) {
+  if (!o.output_dir.empty() && o.summary_writer) {
+    throw InvalidArgument(
+        "LearningRateScheduleHook: at most one of output_dir and summary_writer may be provided.");
+  }
+  return {.every_secs = o.every_n_secs,
+          // Neither: SummarySaverHook's default of every 100 steps.
+          .every_steps = o.every_n_secs ? o.every_n_steps : o.every_n_steps.value_or(100),
+          .owner = "LearningRateScheduleHook",
+          .secs_name = "every_n_secs",
+          .steps_name = "every_n_steps"};
+}
+}  // namespace
+
+LearningRateScheduleHook::LearningRateScheduleHook(Node train_op, LearningRateSchedule schedule,
+                                                   LearningRateScheduleHookOptions options)
+    : train_op_(train_op),
+      schedule_(std::move(schedule)),
+      options_(std::move(options)),
+      timer_(learning_rate_timer(options_)) {
+  if (!train_op_.valid()) throw InvalidArgument("LearningRateScheduleHook: train_op is not a node");
+}
+
+void LearningRateScheduleHook::begin() {
+  require_global_step("LearningRateScheduleHook");
+  if (graph().kind(train_op_) != NodeKind::kTrainOp) {
+    throw InvalidArgument(fmt::format("LearningRateScheduleHook: train_op '{}' is not a train op",
+                                      graph().name(train_op_)));
+  }
+  reset_timer(timer_);
+  writer_ = options_.summary_writer;
+  if (!writer_ && !options_.output_dir.empty())
+    writer_ = summary::EventWriter::for_logdir(options_.output_dir);
+  optimizer_ = nullptr;
+  plateau_ = nullptr;
+}
+
+void LearningRateScheduleHook::after_create_session(Session&, Coordinator&) {
+  // A chief's fresh start makes a new optimizer: look it up for every session.
+  optimizer_ = &graph().optimizer(train_op_);
+  // The plateau hook of this train op, if the session has one: hooks' states are registered
+  // before the session is created.
+  plateau_ = nullptr;
+  const std::string key = ReduceLROnPlateauHook::state_key_for(graph().name(train_op_));
+  for (const auto& [k, provider] : graph().state_providers()) {
+    if (k == key) plateau_ = dynamic_cast<const ReduceLROnPlateauHook*>(provider);
+  }
+  const int64_t step = graph().global_step_value();
+  const double lr = apply(step);
+  env().info(fmt::format("Learning rate of {}: {}; {:g} at step {}", graph().name(train_op_),
+                         schedule_.describe(), lr, step));
+}
+
+SessionRunArgs LearningRateScheduleHook::before_run(SessionRunContext&) {
+  const int64_t step = graph().global_step_value();
+  const double lr = apply(step);
+  if (writer_ && timer_.should_trigger_for_step(step)) {
+    timer_.update_last_triggered_step(step);
+    writer_->add_scalar("learning_rate", static_cast<float>(lr), step);
+  }
+  return {};
+}
+
+double LearningRateScheduleHook::apply(int64_t global_step) {
+  double lr = schedule_(global_step);
+  if (plateau_) lr *= plateau_->learning_rate_scale();
+  if (!(std::isfinite(lr) && lr >= 0)) {
+    throw InvalidArgument(fmt::format(
+        "LearningRateScheduleHook: the schedule {} gave the learning rate {} for step {}",
+        schedule_.describe(), lr, global_step));
+  }
+  for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
+  return lr;
+}
+
+}  // namespace trainhooks
