@@ -24,6 +24,7 @@
 #include "trainhooks/hooks/step_counter_hook.h"
 #include "trainhooks/hooks/stop_at_step_hook.h"
 #include "trainhooks/hooks/summary_saver_hook.h"
+#include "trainhooks/idx_source.h"
 #include "trainhooks/input.h"
 #include "trainhooks/metrics_board.h"
 #include "trainhooks/monitored_session.h"
