@@ -27,6 +27,7 @@
 #include "trainhooks/hooks/step_counter_hook.h"
 #include "trainhooks/hooks/stop_at_step_hook.h"
 #include "trainhooks/hooks/summary_saver_hook.h"
+#include "trainhooks/idx_source.h"
 #include "trainhooks/input.h"
 #include "trainhooks/learning_rate_schedule.h"
 #include "trainhooks/metrics_board.h"
