@@ -190,7 +190,7 @@ int run(const Flags& f) {
       th::summary::histogram(g, "weights/" + name, "net/" + name);
   auto grid = g.op("input_grid", [images](th::Run& r) {
     // The batch's first 16 images as one 4x4 grid, back in [0, 1].
-    auto x = r[images].slice(0, 0, 16) * th::kFashionMnistStd + th::kFashionMnistMean;
+    auto x = r[images].slice(0, 0, 16) * th::kFashionMnistStddev + th::kFashionMnistMean;
     if (x.size(0) < 16) x = torch::cat({x, torch::zeros({16 - x.size(0), 1, 28, 28})});
     return x.reshape({4, 4, 28, 28}).permute({0, 2, 1, 3}).reshape({1, 1, 112, 112}).clamp(0, 1);
   });
