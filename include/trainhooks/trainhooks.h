@@ -21,6 +21,7 @@
 #include "trainhooks/hooks/logging_tensor_hook.h"
 #include "trainhooks/hooks/nan_tensor_hook.h"
 #include "trainhooks/hooks/preemption_hook.h"
+#include "trainhooks/hooks/progress_bar_hook.h"
 #include "trainhooks/hooks/step_counter_hook.h"
 #include "trainhooks/hooks/stop_at_step_hook.h"
 #include "trainhooks/hooks/summary_saver_hook.h"
