@@ -350,6 +350,11 @@ InputPosition Graph::input_position(Node n) const {
   return state_->inputs[e.input_group].position;
 }
 
+std::optional<int64_t> Graph::input_batches_left(Node n) const {
+  const auto& e = entry_of_kind(*state_, n, NodeKind::kInput, "input_batches_left");
+  return internal::batches_left(state_->inputs[e.input_group]);
+}
+
 void Graph::set_input_position(Node n, const InputPosition& position) {
   const auto& e = entry_of_kind(*state_, n, NodeKind::kInput, "set_input_position");
   if (position.epoch < 0 || position.offset < 0) {

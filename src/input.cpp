@@ -78,12 +78,18 @@ void build_order(InputGroup& g) {
   g.order_epoch = g.position.epoch;
 }
 
+// The examples of one epoch that this group's shard reads.
+int64_t examples_per_shard(const InputGroup& g) {
+  const auto& o = g.options;
+  auto n = static_cast<int64_t>(g.source->size());
+  return n > o.shard_index ? (n - o.shard_index + o.num_shards - 1) / o.num_shards : 0;
+}
+
 }  // namespace
 
 void next_batch(InputGroup& g) {
   const auto& o = g.options;
-  auto n = static_cast<int64_t>(g.source->size());
-  int64_t per_shard = n > o.shard_index ? (n - o.shard_index + o.num_shards - 1) / o.num_shards : 0;
+  const int64_t per_shard = examples_per_shard(g);
   auto exhausted = [&] { return o.num_epochs > 0 && g.position.epoch >= o.num_epochs; };
   auto epoch_done = [&] {
     int64_t left = per_shard - g.position.offset;
@@ -112,6 +118,19 @@ void next_batch(InputGroup& g) {
   }
   g.batch = std::move(batch);
   g.position.offset += k;
+}
+
+std::optional<int64_t> batches_left(const InputGroup& g) {
+  const auto& o = g.options;
+  if (o.num_epochs <= 0) return std::nullopt;
+  const int64_t per_shard = examples_per_shard(g);
+  const int64_t per_epoch =
+      o.drop_last ? per_shard / o.batch_size : (per_shard + o.batch_size - 1) / o.batch_size;
+  if (g.position.epoch >= o.num_epochs) return 0;
+  // Every batch but an epoch's last partial one is full, so the offset counts whole batches,
+  // rounded up for that partial one.
+  const int64_t taken = std::min(per_epoch, (g.position.offset + o.batch_size - 1) / o.batch_size);
+  return (o.num_epochs - g.position.epoch) * per_epoch - taken;
 }
 
 }  // namespace internal

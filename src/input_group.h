@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,5 +38,9 @@ struct InputGroup {
 // Pulls the next batch of `group` into group.batch and advances its position (OutOfRangeError
 // at the end of data).
 void next_batch(InputGroup& group);
+
+// The batches next_batch() yields from the group's position until the end of data; nullopt when
+// the group repeats forever.
+std::optional<int64_t> batches_left(const InputGroup& group);
 
 }  // namespace trainhooks::internal

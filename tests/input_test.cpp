@@ -148,4 +148,33 @@ TEST(InputTest, TorchDatasetAdapterStacksExamples) {
   EXPECT_EQ(values(r[batch.target()]), (std::vector<int64_t>{0, 1, 4, 9}));
 }
 
+TEST(InputTest, BatchesLeftCountsEpochsDropLastAndShardsFromThePosition) {
+  auto left = [](int64_t n, th::InputOptions o, int runs) {
+    InputFixture f(n, o);
+    th::Session s(f.g);
+    for (int i = 0; i < runs; ++i) s.run(f.batch[0]);
+    return f.g.input_batches_left(f.batch[1]);
+  };
+  // 10 examples in batches of 3: 3, 3, 3, 1 per epoch.
+  EXPECT_EQ(left(10, {.batch_size = 3, .num_epochs = 2}, 0), 8);
+  EXPECT_EQ(left(10, {.batch_size = 3, .num_epochs = 2}, 3), 5);
+  EXPECT_EQ(left(10, {.batch_size = 3, .num_epochs = 2}, 4), 4);  // after the partial batch
+  EXPECT_EQ(left(10, {.batch_size = 3, .num_epochs = 2}, 8), 0);
+  EXPECT_EQ(left(10, {.batch_size = 3, .num_epochs = 2, .drop_last = true}, 0), 6);
+  EXPECT_EQ(left(10, {.batch_size = 3, .num_epochs = 2, .drop_last = true}, 3), 3);
+  // Shard 1 of 3 reads examples 1, 4, 7: one batch of 2 and one of 1 per epoch.
+  EXPECT_EQ(left(10, {.batch_size = 2, .num_epochs = 3, .num_shards = 3, .shard_index = 1}, 1), 5);
+  EXPECT_EQ(
+      left(10,
+           {.batch_size = 2, .num_epochs = 3, .drop_last = true, .num_shards = 3, .shard_index = 1},
+           0),
+      3);
+  EXPECT_EQ(left(10, {.batch_size = 3, .num_epochs = 0}, 2), std::nullopt);
+
+  InputFixture f(10, {.batch_size = 3, .num_epochs = 2});
+  f.g.set_input_position(f.batch[0], {.epoch = 1, .offset = 6});  // a restored position
+  EXPECT_EQ(f.g.input_batches_left(f.batch[0]), 2);
+  EXPECT_THROW(f.g.input_batches_left(th::Node{}), th::Error);
+}
+
 }  // namespace

@@ -200,6 +200,10 @@ class Graph {
   // Position of an input (any of its component nodes).
   InputPosition input_position(Node input) const;
   void set_input_position(Node input, const InputPosition& position);
+  // The batches an input (any of its component nodes) yields from its position until the end of
+  // its data (num_epochs, batch_size, drop_last and its shard): the length of the rest of
+  // training when one step takes one batch. nullopt when it repeats forever (num_epochs <= 0).
+  std::optional<int64_t> input_batches_left(Node input) const;
 
   // Restores every variable to its initial value, the global step to 0, fresh optimizer state
   // and every input to its start. Done by the chief when a session is created without a restore.

@@ -23,6 +23,7 @@
 #include "trainhooks/hooks/logging_tensor_hook.h"
 #include "trainhooks/hooks/nan_tensor_hook.h"
 #include "trainhooks/hooks/preemption_hook.h"
+#include "trainhooks/hooks/progress_bar_hook.h"
 #include "trainhooks/hooks/reduce_lr_on_plateau_hook.h"
 #include "trainhooks/hooks/step_counter_hook.h"
 #include "trainhooks/hooks/stop_at_step_hook.h"

@@ -2,9 +2,23 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "trainhooks/errors.h"
+#include "trainhooks/graph.h"
 
 namespace trainhooks {
+
+namespace {
+// Where the session's StopAtStepHooks publish their last step (a graph extension).
+struct StopAtStepTarget {
+  std::optional<int64_t> last_step;
+};
+}  // namespace
+
+std::optional<int64_t> stop_at_step_target(Graph& graph) {
+  return graph.extension<StopAtStepTarget>().last_step;
+}
 
 StopAtStepHook::StopAtStepHook(StopAtStepHookOptions options)
     : num_steps_(options.num_steps), last_step_(options.last_step) {
@@ -16,10 +30,17 @@ StopAtStepHook::StopAtStepHook(StopAtStepHookOptions options)
     throw InvalidArgument(fmt::format("Invalid num_steps: {}", *num_steps_));
 }
 
-void StopAtStepHook::begin() { require_global_step("StopAtStepHook"); }
+void StopAtStepHook::begin() {
+  require_global_step("StopAtStepHook");
+  // Every hook's begin() precedes every after_create_session(): a target left by an earlier
+  // session on this graph is forgotten before this session's hooks publish theirs.
+  graph().extension<StopAtStepTarget>().last_step.reset();
+}
 
 void StopAtStepHook::after_create_session(Session& session, Coordinator&) {
   if (!last_step_) last_step_ = session.global_step() + *num_steps_;
+  auto& target = graph().extension<StopAtStepTarget>().last_step;
+  target = target ? std::min(*target, *last_step_) : *last_step_;
 }
 
 void StopAtStepHook::after_run(SessionRunContext& ctx, const SessionRunValues&) {

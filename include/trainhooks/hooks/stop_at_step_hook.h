@@ -5,6 +5,8 @@
 // stop once it is >= last_step; the run that reaches it completes. As in TF, a session restored
 // at or past last_step still runs one step before stopping. Needs a global step.
 //
+// Other hooks read the target through stop_at_step_target(graph) (a progress bar's 100%).
+//
 //   hooks.push_back(std::make_shared<th::StopAtStepHook>(th::StopAtStepHookOptions{.last_step = 1000}));
 #pragma once
 
@@ -14,6 +16,8 @@
 #include "trainhooks/hook.h"
 
 namespace trainhooks {
+
+class Graph;
 
 struct StopAtStepHookOptions {
   std::optional<int64_t> num_steps;
@@ -35,5 +39,10 @@ class StopAtStepHook : public SessionRunHook {
   std::optional<int64_t> num_steps_;
   std::optional<int64_t> last_step_;
 };
+
+// The global step at which the StopAtStepHooks of the session running on `graph` stop training
+// (the smallest, when several run): set by their after_create_session, so another hook reads it
+// from its first before_run on. nullopt when no StopAtStepHook runs on `graph`.
+std::optional<int64_t> stop_at_step_target(Graph& graph);
 
 }  // namespace trainhooks
