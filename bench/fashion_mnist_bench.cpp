@@ -107,23 +107,25 @@ class MonitoredLoop {
     auto test = g_.input("test", std::move(test_source), {.batch_size = 1000});
     fashion_mnist::Net net = net_;
     const th::Node images = train.data(), labels = train.target();
-    auto logits = g_.op("logits", [net, images](th::Run& r) { return net->forward(r[images]); });
+    auto logits =
+        g_.op("logits", [net, images](th::Run& r) mutable { return net->forward(r[images]); });
     auto loss =
         g_.op("loss", [=](th::Run& r) { return torch::cross_entropy_loss(r[logits], r[labels]); });
     auto accuracy = g_.op("accuracy", [=](th::Run& r) {
       return r[logits].argmax(1).eq(r[labels]).to(torch::kFloat).mean();
     });
     const th::Node test_images = test.data(), test_labels = test.target();
-    auto test_logits = g_.op(
-        "test/logits", [net, test_images](th::Run& r) { return net->forward(r[test_images]); });
+    auto test_logits = g_.op("test/logits", [net, test_images](th::Run& r) mutable {
+      return net->forward(r[test_images]);
+    });
     auto test_accuracy = g_.op("test/accuracy", [=](th::Run& r) {
       return r[test_logits].argmax(1).eq(r[test_labels]).to(torch::kFloat).mean();
     });
     train_op_ = g_.minimize("train_op", loss, th::adam(lr_schedule_peak()));
     th::summary::scalar(g_, "loss", loss);
     th::summary::scalar(g_, "accuracy", accuracy);
-    for (const auto& [name, p] : net_->named_parameters())
-      th::summary::histogram(g_, "weights/" + name, "net/" + name);
+    for (const auto& item : net_->named_parameters())
+      th::summary::histogram(g_, "weights/" + item.key(), "net/" + item.key());
 
     th::Hooks hooks = {
         std::make_shared<th::StopAtStepHook>(th::StopAtStepHookOptions{.last_step = kNever}),
@@ -137,7 +139,7 @@ class MonitoredLoop {
                                       .every_n_steps = kNever,
                                       .at_end = false}),
         std::make_shared<th::ProgressBarHook>(th::ProgressBarHookOptions{
-            .loss = loss, .fd = devnull_.fd, .mode = th::ProgressBarMode::kPlain}),
+            .loss = loss, .mode = th::ProgressBarMode::kPlain, .fd = devnull_.fd}),
     };
     sess_ = std::make_unique<th::MonitoredTrainingSession>(
         g_, th::MonitoredTrainingSessionOptions{.checkpoint_dir = dir_.string(),
