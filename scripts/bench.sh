@@ -8,7 +8,9 @@
 # Environment: BENCH_REPETITIONS (5), BENCH_MIN_TIME (seconds per micro benchmark, 0.5),
 # BENCH_SEED_MIN_TIME (seconds per end-to-end benchmark, 3), BENCH_SEED_STEPS (N, 1000),
 # BENCH_CALLGRIND (0 skips the instruction counts), BENCH_CHECKPOINT_SIZES_MB (1,100,1024: the
-# checkpoint benchmark's state sizes; it writes in BENCH_CHECKPOINT_DIR, default the build dir).
+# checkpoint benchmark's state sizes; it writes in BENCH_CHECKPOINT_DIR, default the build dir),
+# BENCH_FASHION (0 skips the Fashion-MNIST comparisons), BENCH_FASHION_ROUNDS (3),
+# BENCH_FASHION_STEPS (300 per program per round).
 set -euo pipefail
 
 BUILD_DIR=${1:-build}
@@ -35,7 +37,9 @@ common=(--benchmark_repetitions="$REPS" --benchmark_report_aggregates_only=true 
 for bin in "$BENCH_DIR"/*_bench; do
   [[ -x "$bin" ]] || continue
   name=$(basename "$bin")
-  if [[ "$name" == checkpoint_bench ]]; then
+  if [[ "$name" == fashion_mnist_bench ]]; then
+    continue  # below, against the PyTorch peer
+  elif [[ "$name" == checkpoint_bench ]]; then
     # Its own protocol: dd, save, snapshot, copy and restore in turn on one disk.
     "$bin" --sizes-mb "${BENCH_CHECKPOINT_SIZES_MB:-1,100,1024}" --repetitions "${BENCH_CHECKPOINT_REPETITIONS:-5}" \
       --dir "${BENCH_CHECKPOINT_DIR:-$BUILD_DIR}" 2> /dev/null
@@ -50,6 +54,52 @@ for bin in "$BENCH_DIR"/*_bench; do
   fi
   echo
 done
+
+# The main job's model: trainhooks against the PyTorch peer a user would pick, and
+# MonitoredTrainingSession (all of the example's hooks, idle steps) against a hand-written loop.
+# Twice: with glibc's default malloc settings, and with the example's (freed memory kept in the
+# process; GLIBC_TUNABLES gives the PyTorch process the same).
+if [[ "${BENCH_FASHION:-1}" != 0 && -x "$BENCH_DIR/fashion_mnist_bench" ]]; then
+  THREADS=$(nproc)
+  FSTEPS=${BENCH_FASHION_STEPS:-300}
+  PEER="$(dirname "$0")/../bench/fashion_mnist_pytorch.py"
+  KEEP="glibc.malloc.mmap_threshold=67108864:glibc.malloc.trim_threshold=268435456"
+  for config in default keep; do
+    echo "== Fashion-MNIST CNN, batch 64, Adam, $THREADS threads, malloc $config: $FSTEPS steps per program, ${BENCH_FASHION_ROUNDS:-3} rounds, interleaved"
+    flag=(); tunables=""
+    if [[ $config == keep ]]; then flag=(--keep-freed-memory); tunables=$KEEP; fi
+    : > "$OUT/fashion.jsonl"
+    if /usr/bin/python3 -c "import torch" 2> /dev/null; then
+      for round in $(seq "${BENCH_FASHION_ROUNDS:-3}"); do
+        GLIBC_TUNABLES=$tunables /usr/bin/python3 "$PEER" --steps "$FSTEPS" --threads "$THREADS" | tail -1 |
+          sed 's/^{/{"program": "pytorch", /' >> "$OUT/fashion.jsonl"
+        "$BENCH_DIR/fashion_mnist_bench" --mode mts --steps "$FSTEPS" --threads "$THREADS" "${flag[@]}" 2> /dev/null >> "$OUT/fashion.jsonl"
+        "$BENCH_DIR/fashion_mnist_bench" --mode raw --steps "$FSTEPS" --threads "$THREADS" "${flag[@]}" 2> /dev/null >> "$OUT/fashion.jsonl"
+      done
+      python3 - "$OUT/fashion.jsonl" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+by = {}
+for r in rows:
+    by.setdefault(r["program"], []).append(r["median_ms_per_step"])
+names = {"pytorch": "PyTorch (Python)", "trainhooks mts": "trainhooks MTS", "trainhooks raw": "LibTorch by hand"}
+for name, v in by.items():
+    print(f"  {names.get(name, name):>17}: {statistics.median(v):.2f} ms per step (rounds: {', '.join(f'{x:.2f}' for x in v)}), "
+          f"{statistics.median(v) * 937 / 1000:.1f} s per epoch of 937 steps")
+pt, mts = by.get("pytorch"), by.get("trainhooks mts")
+if pt and mts:
+    ratios = [m / p for m, p in zip(mts, pt)]
+    r = statistics.median(ratios)
+    print(f"  trainhooks MTS / PyTorch per step: {r:.3f} (rounds: {', '.join(f'{x:.3f}' for x in ratios)}; goal <= 1.0: {'met' if r <= 1.0 else 'NOT met'})")
+PY
+    else
+      echo "  python3-torch not importable: skipping the PyTorch peer"
+    fi
+    "$BENCH_DIR/fashion_mnist_bench" --mode parity --threads "$THREADS" "${flag[@]}" 2> /dev/null |
+      python3 -c "import json,sys; b=json.load(sys.stdin); print(f\"  MonitoredTrainingSession / hand-written loop, {b['steps_each']} steps each in alternating blocks of 25: {b['mts_ms_per_step']:.2f} / {b['raw_ms_per_step']:.2f} ms per step = {b['ratio']:.4f}; per-block median {b['block_ratio_median']:.4f}, range {b['block_ratio_min']:.3f}-{b['block_ratio_max']:.3f} (goal <= 1.005: {'met' if b['ratio'] <= 1.005 else 'NOT met'})\")"
+    echo
+  done
+fi
 
 # Instructions per step of the seed model for each program.
 declare -A IPS=()

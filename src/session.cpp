@@ -169,8 +169,15 @@ void Session::begin_run(const Feeds& feeds, const RunOptions& options, RunMetada
 
 void Session::end_run() {
   auto& s = *scratch_;
-  // Release this run's intermediate values (activations) now rather than at the next run.
-  for (int32_t i : s.evaluated) s.memo[i].reset();
+  // Release this run's intermediate values (activations) and input batches now rather than at the
+  // next run: the next step then allocates where this one freed, instead of beside live buffers,
+  // which would make the heap grow and shrink (page faults) every step.
+  auto& gs = GraphInternal::state(*graph_);
+  for (int32_t i : s.evaluated) {
+    s.memo[i].reset();
+    const auto& e = gs.nodes[static_cast<size_t>(i)];
+    if (e.kind == NodeKind::kInput) gs.inputs[e.input_group].batch.clear();
+  }
   s.evaluated.clear();
   s.metadata = nullptr;
 }
