@@ -5,6 +5,8 @@
 #include <string>
 #include <thread>
 
+#include "util/terminal_line.h"
+
 namespace trainhooks {
 
 const char* log_level_name(LogLevel level) {
@@ -37,6 +39,8 @@ void StderrLogSink::log(LogLevel level, std::string_view message) {
   line.reserve(message.size() + 24);
   line.append(log_level_name(level)).append(":trainhooks:").append(message).push_back('\n');
   std::lock_guard<std::mutex> lock(mu_);
+  // A progress bar's line in the making: erase it rather than append to it.
+  if (internal::take_partial_line(2)) line.insert(0, "\r\x1b[K");
   std::fwrite(line.data(), 1, line.size(), stderr);
 }
 

@@ -69,9 +69,11 @@ void LearningRateScheduleHook::after_create_session(Session&, Coordinator&) {
 SessionRunArgs LearningRateScheduleHook::before_run(SessionRunContext&) {
   const int64_t step = graph().global_step_value();
   const double lr = apply(step);
-  if (writer_ && timer_.should_trigger_for_step(step)) {
-    timer_.update_last_triggered_step(step);
-    writer_->add_scalar("learning_rate", static_cast<float>(lr), step);
+  // Written at the step this run ends on, as SummarySaverHook writes what a run computed (TF's
+  // stale global step + 1): the rate lines up with the loss of the same run in TensorBoard.
+  if (writer_ && timer_.should_trigger_for_step(step + 1)) {
+    timer_.update_last_triggered_step(step + 1);
+    writer_->add_scalar("learning_rate", static_cast<float>(lr), step + 1);
   }
   return {};
 }

@@ -1,5 +1,7 @@
 #include "trainhooks/hooks/progress_bar_hook.h"
 
+#include "util/terminal_line.h"
+
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 #include <pthread.h>
@@ -135,11 +137,18 @@ ProgressBarHook::ProgressBarHook(ProgressBarHookOptions options)
       terminal_timer_(every_secs(options_.refresh_secs, "refresh_secs")) {}
 
 ProgressBarHook::~ProgressBarHook() {
-  if (line_open_ && enabled_) write_fully(options_.fd, "\n");
+  if (line_still_open() && enabled_) write_fully(options_.fd, "\n");
+}
+
+bool ProgressBarHook::line_still_open() {
+  if (!line_open_) return false;
+  // On stdout or stderr a log line may have erased it (util/terminal_line.h).
+  if (options_.fd == 1 || options_.fd == 2) return internal::take_partial_line(options_.fd);
+  return true;
 }
 
 void ProgressBarHook::begin() {
-  if (line_open_) write_out("\n");
+  if (line_still_open()) write_out("\n");
   line_open_ = false;
   const bool terminal = options_.mode == ProgressBarMode::kTerminal ||
                         (options_.mode == ProgressBarMode::kAuto && is_terminal(options_.fd));
@@ -290,6 +299,7 @@ void ProgressBarHook::draw(int64_t step, bool final) {
   }
   write_out("\r" + line + (final ? "\x1b[K\n" : "\x1b[K"));
   line_open_ = enabled_ && !final;
+  internal::set_partial_line(options_.fd, line_open_);
 }
 
 void ProgressBarHook::write_out(const std::string& text) {

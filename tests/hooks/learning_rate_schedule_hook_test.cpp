@@ -118,9 +118,9 @@ TEST_F(LearningRateScheduleHookTest, WritesTheRateOnTheFirstStepThenEveryNSteps)
   for (int i = 0; i < 8; ++i) sess->run(m.train, m.feed());
   writer->flush();
   EXPECT_THAT(learning_rate_events(dir.path()),
-              ElementsAre(Pair(0, static_cast<float>(schedule(0))),
-                          Pair(3, static_cast<float>(schedule(3))),
-                          Pair(6, static_cast<float>(schedule(6)))));
+              ElementsAre(Pair(1, static_cast<float>(schedule(0))),
+                          Pair(4, static_cast<float>(schedule(3))),
+                          Pair(7, static_cast<float>(schedule(6)))));
 }
 
 TEST_F(LearningRateScheduleHookTest, DefaultsToEvery100StepsIntoOutputDir) {
@@ -134,8 +134,8 @@ TEST_F(LearningRateScheduleHookTest, DefaultsToEvery100StepsIntoOutputDir) {
   }
   th::summary::EventWriter::clear_cache();  // closes and flushes the directory's writer
   EXPECT_THAT(learning_rate_events(dir.path()),
-              ElementsAre(Pair(0, 0.1f), Pair(100, static_cast<float>(0.1 / 3)),
-                          Pair(200, static_cast<float>(0.1 / 5))));
+              ElementsAre(Pair(1, 0.1f), Pair(101, static_cast<float>(0.1 / 3)),
+                          Pair(201, static_cast<float>(0.1 / 5))));
 }
 
 TEST_F(LearningRateScheduleHookTest, WithoutAWriterWritesNoSummary) {

@@ -7,8 +7,9 @@
 // restored global step). With a ReduceLROnPlateauHook on the same train op in the session, the
 // rate set is schedule(s) * its learning_rate_scale() (reduce_lr_on_plateau_hook.h).
 //
-// Writes the scalar summary `learning_rate` (the rate set, at step s) on the first run and then
-// every every_n_steps (default 100, SummarySaverHook's default) or every_n_secs, to output_dir's
+// Writes the scalar summary `learning_rate` (the rate set for the run at step s, tagged with step
+// s + 1, the step that run ends on: where SummarySaverHook puts the loss of the same run, as TF's
+// does) on the first run and then every every_n_steps (default 100, SummarySaverHook's default) or every_n_secs, to output_dir's
 // process-wide writer or to summary_writer; with neither, no summary. Logs (INFO) the schedule
 // and the starting rate once per session creation:
 //   Learning rate of train: cosine_decay(learning_rate=0.1, decay_steps=1000, alpha=0); 0.1 at

@@ -45,8 +45,10 @@
 // thread while it writes and while it logs that warning (the log sink may write to the same
 // pipe), so a closed pipe never kills the process. When a session ends by an exception (end()
 // is not called), a line left open on the terminal is ended by the next begin() or by the hook's
-// destructor. Other lines written to the same terminal while the bar is shown (log lines) start
-// after the bar; the next redraw starts on a fresh line.
+// destructor. On stderr or stdout, the library's stderr log sink erases the bar before it writes a
+// log line (the bar marks its line as partial), and the bar is redrawn below it at its next turn;
+// lines others write to the terminal start after the bar, and the next redraw starts on a fresh
+// line.
 //
 //   hooks.push_back(std::make_shared<th::ProgressBarHook>(
 //       th::ProgressBarHookOptions{.loss = loss, .total_steps = 3000}));
@@ -127,6 +129,7 @@ class ProgressBarHook : public SessionRunHook {
   std::string format_line(int64_t step, std::optional<double> rate,
                           std::optional<double> elapsed) const;
   void draw(int64_t step, bool final);
+  bool line_still_open();
   void write_out(const std::string& text);
 
   ProgressBarHookOptions options_;
