@@ -205,13 +205,14 @@ int run(const Flags& f) {
         const Timing t = time_model(probe, f.batch_size);
         const double budget = f.minutes * 60 - 5;
         const int64_t evals = static_cast<int64_t>(budget / t.step_seconds) / f.eval_every + 1;
-        const auto steps = static_cast<int64_t>((budget - evals * t.eval_seconds) / t.step_seconds);
+        const auto steps = std::max<int64_t>(
+            static_cast<int64_t>((budget - evals * t.eval_seconds) / t.step_seconds) / 100 * 100,
+            100);
         std::cout << fmt::format(
             "Budget {:g} min at {:.1f} ms per step and {:.1f} s per evaluation on this machine: "
             "{} steps of batch {}\n",
-            f.minutes, t.step_seconds * 1e3, t.eval_seconds, std::max<int64_t>(steps, 100),
-            f.batch_size);
-        return std::max<int64_t>(steps / 100 * 100, 100);
+            f.minutes, t.step_seconds * 1e3, t.eval_seconds, steps, f.batch_size);
+        return steps;
       };
       plan->total_steps = steps_in_budget(plan->regularize);
       // The regularised model is slower per step: time it too when it is chosen.
@@ -351,40 +352,52 @@ int run(const Flags& f) {
 
 }  // namespace
 
+// CLI11's own range checks print the range of a double (1.8e308 in full): say it plainly.
+CLI::Validator number_check(bool allow_zero) {
+  return CLI::Validator(
+      [allow_zero](std::string& value) -> std::string {
+        try {
+          size_t used = 0;
+          const double x = std::stod(value, &used);
+          if (used == value.size() && (x > 0 || (allow_zero && x == 0))) return {};
+        } catch (const std::exception&) {
+        }
+        return fmt::format("must be a {} number, got '{}'",
+                           allow_zero ? "non-negative" : "positive", value);
+      },
+      allow_zero ? "NONNEGATIVE" : "POSITIVE");
+}
+
 int main(int argc, char** argv) {
   Flags f;
+  const CLI::Validator positive = number_check(false), non_negative = number_check(true);
   CLI::App app{"Trains a small CNN on Fashion-MNIST with trainhooks' MonitoredTrainingSession."};
   app.add_option("--data-dir", f.data_dir, "Directory of the IDX files (gzip or plain)")
       ->capture_default_str();
   app.add_option("--logdir", f.logdir, "Checkpoints, summaries and the run's plan")
       ->capture_default_str();
   auto* minutes = app.add_option("--minutes", f.minutes, "Training budget in minutes")
-                      ->check(CLI::PositiveNumber)
+                      ->check(positive)
                       ->capture_default_str();
   app.add_option("--steps", f.steps, "Training budget in steps (instead of --minutes)")
-      ->check(CLI::PositiveNumber)
+      ->check(positive)
       ->excludes(minutes);
-  app.add_option("--batch-size", f.batch_size)->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--lr", f.lr, "Peak learning rate")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
+  app.add_option("--batch-size", f.batch_size)->check(positive)->capture_default_str();
+  app.add_option("--lr", f.lr, "Peak learning rate")->check(positive)->capture_default_str();
   app.add_option("--optimizer", f.optimizer)
       ->check(CLI::IsMember({"adam", "sgd"}))
       ->capture_default_str();
-  app.add_option("--warmup-steps", f.warmup_steps)
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
+  app.add_option("--warmup-steps", f.warmup_steps)->check(non_negative)->capture_default_str();
   app.add_option("--eval-every", f.eval_every, "Evaluate on the test split every N steps")
-      ->check(CLI::PositiveNumber)
+      ->check(positive)
       ->capture_default_str();
   app.add_option("--summary-steps", f.summary_steps, "Write summaries every N steps")
-      ->check(CLI::PositiveNumber)
+      ->check(positive)
       ->capture_default_str();
   app.add_option("--save-steps", f.save_steps,
                  "Save a checkpoint every N steps (default: every 60 s)")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--threads", f.threads, "Intra-op threads (0: one per CPU)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(positive);
+  app.add_option("--threads", f.threads, "Intra-op threads (0: one per CPU)")->check(non_negative);
   app.add_option("--seed", f.seed)->capture_default_str();
   app.add_flag("!--no-progress", f.progress, "No progress bar or progress lines");
   app.add_option("--regularize", f.regularize,

@@ -19,7 +19,6 @@ echo "== Fashion-MNIST: $FASHION --minutes ${DEMO_MINUTES:-3} --logdir $OUT_DIR/
 echo
 echo "TensorBoard summaries of that run (tensorboard --logdir $OUT_DIR/fashion_mnist):"
 "$BUILD_DIR/tools/trainhooks" events "$OUT_DIR/fashion_mnist" || true
-"$BUILD_DIR/tools/trainhooks" events "$OUT_DIR/fashion_mnist/eval" || true
 echo
 echo "== The seed program: y = W·x + b in MonitoredTrainingSession(hooks = {MyHook})"
 rm -rf "$OUT_DIR/logs" "$OUT_DIR/ckpt"
