@@ -53,10 +53,10 @@ struct Options {
   bool keep_freed_memory = false;
 };
 
-double lr_schedule_peak() { return 2e-3; }
+constexpr double kPeakLearningRate = 2e-3;  // the example's default --lr
 
 th::LearningRateSchedule schedule() {
-  return th::linear_warmup(200, th::cosine_decay(lr_schedule_peak(), 100000));
+  return th::linear_warmup(200, th::cosine_decay(kPeakLearningRate, 100000));
 }
 
 // The hand-written loop: the batch from the same source, the schedule's rate, zero_grad,
@@ -66,7 +66,7 @@ class RawLoop {
   RawLoop(const Options& o, std::shared_ptr<th::InputSource> source)
       : source_(std::move(source)),
         batch_size_(o.batch_size),
-        optimizer_(net_->parameters(), torch::optim::AdamOptions(lr_schedule_peak())) {
+        optimizer_(net_->parameters(), torch::optim::AdamOptions(kPeakLearningRate)) {
     order_ = torch::randperm(static_cast<int64_t>(source_->size())).contiguous();
   }
 
@@ -127,7 +127,7 @@ class MonitoredLoop {
     auto test_accuracy = g_.op("test/accuracy", [=](th::Run& r) {
       return r[test_logits].argmax(1).eq(r[test_labels]).to(torch::kFloat).mean();
     });
-    train_op_ = g_.minimize("train_op", loss, th::adam(lr_schedule_peak()));
+    train_op_ = g_.minimize("train_op", loss, th::adam(kPeakLearningRate));
     th::summary::scalar(g_, "loss", loss);
     th::summary::scalar(g_, "accuracy", accuracy);
     for (const auto& item : net_->named_parameters())
