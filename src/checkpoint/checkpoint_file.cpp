@@ -57,6 +57,14 @@ uint64_t get_le(const char* p, int bytes) {
 }
 
 std::vector<char> read_file(const std::string& path) {
+  std::error_code ec;
+  const auto status = fs::status(path, ec);
+  if (fs::is_directory(status)) {
+    throw FileError(fmt::format("Cannot read checkpoint file '{}': it is a directory", path));
+  }
+  if (fs::exists(status) && !fs::is_regular_file(status)) {
+    throw FileError(fmt::format("Cannot read checkpoint file '{}': not a regular file", path));
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     int err = errno;
@@ -65,7 +73,9 @@ std::vector<char> read_file(const std::string& path) {
     throw FileError(fmt::format("Cannot open checkpoint file '{}': {}", path, std::strerror(err)));
   }
   in.seekg(0, std::ios::end);
-  auto size = static_cast<size_t>(in.tellg());
+  const std::streamoff end = in.tellg();
+  if (end < 0) throw FileError(fmt::format("Cannot read checkpoint file '{}'", path));
+  auto size = static_cast<size_t>(end);
   in.seekg(0, std::ios::beg);
   std::vector<char> bytes(size);
   if (size > 0 && !in.read(bytes.data(), static_cast<std::streamsize>(size))) {

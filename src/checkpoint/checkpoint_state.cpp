@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -13,6 +15,7 @@
 
 #include "trainhooks/errors.h"
 #include "util/atomic_file.h"
+#include "util/path.h"
 
 namespace trainhooks {
 
@@ -96,9 +99,23 @@ class Parser {
       skip_space();
       if (pos_ < text_.size() && (text_[pos_] == ',' || text_[pos_] == ';')) ++pos_;
     }
+    // Every writer (protobuf's text format, TensorFlow, trainhooks) ends each line with a newline:
+    // without it the file was cut short, perhaps in the middle of a number that still parses.
+    if (!text_.empty() && text_.back() != '\n')
+      fail("the last line does not end with a newline: the file is truncated");
     if (!have_model_path || state.model_checkpoint_path.empty()) {
       throw DataLossError(fmt::format(
           "Invalid checkpoint state loaded from {}: model_checkpoint_path is missing", source_));
+    }
+    // TensorFlow refuses to write such a state; the time stamps come last, so a file that lost
+    // its last lines has fewer.
+    const size_t paths = state.all_model_checkpoint_paths.size();
+    const size_t times = state.all_model_checkpoint_timestamps.size();
+    if (times != 0 && times != paths) {
+      fail(
+          fmt::format("{} all_model_checkpoint_paths but {} all_model_checkpoint_timestamps (one "
+                      "per path): the file is truncated",
+                      paths, times));
     }
     return state;
   }
@@ -280,21 +297,69 @@ CheckpointState parse_checkpoint_state(std::string_view text, std::string_view s
   return Parser(text, source).parse();
 }
 
-std::optional<CheckpointState> get_checkpoint_state(const std::string& checkpoint_dir) {
+std::optional<CheckpointState> get_checkpoint_state(const std::string& checkpoint_dir,
+                                                    const Env& env) {
   const std::string file = checkpoint_state_path(checkpoint_dir);
   std::error_code ec;
-  if (!fs::exists(file, ec)) return std::nullopt;
+  const auto status = fs::status(file, ec);
+  if (!fs::exists(status)) return std::nullopt;
+  if (fs::is_directory(status)) {
+    throw FileError(
+        fmt::format("Cannot read the checkpoint state '{}': it is a directory, not a file", file));
+  }
   std::ifstream in(file, std::ios::binary);
-  if (!in) throw FileError(fmt::format("Cannot open the checkpoint state '{}'", file));
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in) {
+    throw FileError(
+        fmt::format("Cannot open the checkpoint state '{}': {}", file, std::strerror(errno)));
+  }
+  std::string text;
+  try {
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  } catch (const std::exception&) {
+    in.setstate(std::ios::badbit);  // libstdc++ throws from the buffer on a read error
+  }
   if (in.bad()) throw FileError(fmt::format("Cannot read the checkpoint state '{}'", file));
   CheckpointState state = parse_checkpoint_state(text, file);
+
   const fs::path dir(checkpoint_dir);
+  std::vector<std::string> moved;  // file names taken from beside the state file
+  std::string moved_from;
+  auto exists = [](const fs::path& checkpoint) {
+    std::error_code ignored;
+    return fs::exists(checkpoint, ignored) ||
+           fs::exists(checkpoint.string() + ".trainstate", ignored);  // its training-state file
+  };
   auto resolve = [&](std::string& p) {
-    if (!fs::path(p).is_absolute()) p = (dir / p).string();
+    const fs::path path(p);
+    if (!path.is_absolute()) {
+      p = (dir / path).string();
+      return;
+    }
+    // An absolute path elsewhere: written by an older trainhooks (or TensorFlow's Saver) in a
+    // directory since moved or copied. The file beside the state file is the one meant; for a copy
+    // whose original still exists, using the original's would verify, restore from and delete the
+    // wrong files.
+    const fs::path here(checkpoint_dir.empty() ? "." : checkpoint_dir);
+    const fs::path beside = here / path.filename();
+    if (path.filename().empty() ||
+        internal::same_path(path.parent_path().string(), here.string()) || !exists(beside)) {
+      return;
+    }
+    std::error_code ignored;
+    if (fs::equivalent(path, beside, ignored)) return;  // the same file through a symbolic link
+    if (moved_from.empty()) moved_from = path.parent_path().string();
+    if (std::find(moved.begin(), moved.end(), path.filename().string()) == moved.end())
+      moved.push_back(path.filename().string());
+    p = beside.string();
   };
   resolve(state.model_checkpoint_path);
   for (auto& p : state.all_model_checkpoint_paths) resolve(p);
+  if (!moved.empty()) {
+    env.warning(fmt::format(
+        "Checkpoint state '{}' lists checkpoints in another directory, '{}': using the files of "
+        "the same names beside it (the directory was moved or copied): {}",
+        file, moved_from, fmt::join(moved, ", ")));
+  }
   return state;
 }
 

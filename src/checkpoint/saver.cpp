@@ -24,6 +24,10 @@ namespace {
 void check_exists(const std::string& path) {
   for (const std::string& file : {path, sidecar_path(path)}) {
     std::error_code ec;
+    if (fs::is_directory(file, ec)) {
+      throw FileError(fmt::format(
+          "The passed save_path is not a valid checkpoint: {} ({} is a directory)", path, file));
+    }
     if (!fs::is_regular_file(file, ec)) {
       throw NotFoundError(fmt::format(
           "The passed save_path is not a valid checkpoint: {} ({} does not exist)", path, file));

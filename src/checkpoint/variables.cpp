@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -16,6 +17,8 @@
 
 namespace trainhooks {
 
+namespace fs = std::filesystem;
+
 void save_variables(const Graph& graph, const std::string& path) {
   c10::Dict<std::string, at::Tensor> dict;
   for (Node v : graph.variables()) dict.insert(graph.name(v), graph.variable_value(v).detach());
@@ -24,9 +27,18 @@ void save_variables(const Graph& graph, const std::string& path) {
 }
 
 void load_variables(Graph& graph, const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec))
+    throw FileError(fmt::format("Cannot read variables file '{}': it is a directory", path));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw NotFoundError(fmt::format("Cannot open variables file '{}'", path));
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<char> bytes;
+  try {
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  } catch (const std::exception&) {
+    in.setstate(std::ios::badbit);  // libstdc++ throws from the buffer on a read error
+  }
+  if (in.bad()) throw FileError(fmt::format("Cannot read variables file '{}'", path));
   c10::IValue value;
   try {
     value = torch::pickle_load(bytes);

@@ -101,6 +101,98 @@ TEST(CheckpointStateTest, ParseErrorsNameTheLineOfTheFault) {
             "Cannot parse the checkpoint state /r/checkpoint (line 3): unknown field 'bogus_field'");
 }
 
+TEST(CheckpointStateTest, TruncatedOrExtendedTextIsAParseErrorNamingTheLine) {
+  auto message = [](const std::string& text) {
+    return th::testing::error_message<th::DataLossError>(
+        [&] { th::parse_checkpoint_state(text, "/r/checkpoint"); });
+  };
+  const std::string whole =
+      "model_checkpoint_path: \"/r/model.ckpt-2\"\n"
+      "all_model_checkpoint_paths: \"/r/model.ckpt-1\"\n"
+      "all_model_checkpoint_paths: \"/r/model.ckpt-2\"\n"
+      "all_model_checkpoint_timestamps: 1700000000.5\n"
+      "all_model_checkpoint_timestamps: 1700000600.25\n";
+  EXPECT_NO_THROW(th::parse_checkpoint_state(whole, "/r/checkpoint"));
+  const std::string prefix = "Cannot parse the checkpoint state /r/checkpoint ";
+  // A time stamp cut short still reads as a number: the missing newline gives it away.
+  EXPECT_EQ(message(whole.substr(0, whole.size() - 5)),
+            prefix + "(line 5): the last line does not end with a newline: the file is truncated");
+  // Cut after a closing quote, inside a quoted path, or a quote missing.
+  EXPECT_EQ(message(whole.substr(0, whole.find("\n"))),
+            prefix + "(line 1): the last line does not end with a newline: the file is truncated");
+  EXPECT_EQ(message(whole.substr(0, whole.find("model.ckpt-1") + 8)),
+            prefix + "(line 2): unterminated string");
+  EXPECT_EQ(message("model_checkpoint_path: \"/r/model.ckpt-2\nall_model_checkpoint_paths: "
+                    "\"/r/model.ckpt-2\"\n"),
+            prefix + "(line 1): unterminated string");
+  // Whole lines lost at the end: fewer time stamps than paths.
+  EXPECT_EQ(message(whole.substr(0, whole.rfind("all_model"))),
+            prefix +
+                "(line 4): 2 all_model_checkpoint_paths but 1 all_model_checkpoint_timestamps "
+                "(one per path): the file is truncated");
+  // Trailing garbage: zeros that a crash left, or text.
+  EXPECT_EQ(message(whole + std::string(4, '\0')), prefix + "(line 6): expected a field name");
+  EXPECT_EQ(message(whole + "all_model_checkpoint_timestamps: 1.5 trailing\n"),
+            prefix + "(line 6): expected ':'");
+  EXPECT_EQ(message("model_checkpoint_path: \"a\" \"b\n"),
+            prefix + "(line 1): unterminated string");
+}
+
+TEST(CheckpointStateTest, ADirectoryInPlaceOfTheStateFileIsAFileErrorNamingIt) {
+  th::testing::TempDir dir;
+  fs::create_directory(dir.file("checkpoint"));
+  EXPECT_EQ(
+      th::testing::error_message<th::FileError>([&] { th::get_checkpoint_state(dir.path()); }),
+      "Cannot read the checkpoint state '" + dir.file("checkpoint") +
+          "': it is a directory, not a file");
+}
+
+// A state file with absolute paths (older trainhooks, TensorFlow 1's Saver) in a directory that
+// was moved or copied: the files beside it are the ones meant.
+TEST(CheckpointStateTest, AbsolutePathsOfAMovedOrCopiedDirectoryResolveBesideTheStateFile) {
+  th::testing::TempDir tmp;
+  const std::string old_dir = tmp.file("old"), dir = tmp.file("new");
+  fs::create_directories(dir);
+  const std::string text = "model_checkpoint_path: \"" + old_dir +
+                           "/model.ckpt-2\"\n"
+                           "all_model_checkpoint_paths: \"" +
+                           old_dir +
+                           "/model.ckpt-1\"\n"
+                           "all_model_checkpoint_paths: \"" +
+                           old_dir +
+                           "/model.ckpt-2\"\n"
+                           "all_model_checkpoint_paths: \"/elsewhere/model.ckpt-0\"\n";
+  write_text(dir + "/checkpoint", text);
+  for (const char* f :
+       {"model.ckpt-1", "model.ckpt-1.trainstate", "model.ckpt-2", "model.ckpt-2.trainstate"})
+    write_text(dir + "/" + f, "x");
+  th::testing::FakeEnv fe;
+
+  // Moved: the old paths do not exist.
+  auto state = th::get_checkpoint_state(dir, fe.env());
+  ASSERT_TRUE(state);
+  EXPECT_EQ(state->model_checkpoint_path, dir + "/model.ckpt-2");
+  EXPECT_EQ(state->all_model_checkpoint_paths,
+            (std::vector<std::string>{dir + "/model.ckpt-1", dir + "/model.ckpt-2",
+                                      "/elsewhere/model.ckpt-0"}));  // nothing beside: as given
+  const std::string warning = "Checkpoint state '" + dir +
+                              "/checkpoint' lists checkpoints in another directory, '" + old_dir +
+                              "': using the files of the same names beside it (the directory was "
+                              "moved or copied): model.ckpt-2, model.ckpt-1";
+  EXPECT_EQ(fe.log->messages(th::LogLevel::kWarning), std::vector<std::string>{warning});
+
+  // Copied: the original still exists, and is still not the one meant.
+  fs::copy(dir, old_dir, fs::copy_options::recursive);
+  state = th::get_checkpoint_state(dir, fe.env());
+  EXPECT_EQ(state->model_checkpoint_path, dir + "/model.ckpt-2");
+  EXPECT_EQ(fe.log->messages(th::LogLevel::kWarning), (std::vector<std::string>{warning, warning}));
+
+  // In the original, its own paths are used, without a warning.
+  state = th::get_checkpoint_state(old_dir, fe.env());
+  EXPECT_EQ(state->model_checkpoint_path, old_dir + "/model.ckpt-2");
+  EXPECT_EQ(fe.log->messages(th::LogLevel::kWarning).size(), 2u);
+}
+
 TEST(CheckpointStateTest, AbsoluteDirectoryKeepsPathsAsGiven) {
   th::testing::TempDir dir;
   th::CheckpointState s;

@@ -52,10 +52,11 @@ TEST_F(SaverTest, SaveWritesNamedFilesAndTheStateFile) {
     EXPECT_TRUE(fs::is_regular_file(dir.file(f))) << f;
   }
   EXPECT_EQ(read_bytes(dir.file("checkpoint")),
-            "model_checkpoint_path: \"" + prefix + "-2\"\n" + "all_model_checkpoint_paths: \"" +
-                prefix + "-0\"\n" + "all_model_checkpoint_paths: \"" + prefix + "-2\"\n" +
-                "all_model_checkpoint_timestamps: 1000000000.0\n" +
-                "all_model_checkpoint_timestamps: 1000000010.5\n");
+            "model_checkpoint_path: \"model.ckpt-2\"\n"
+            "all_model_checkpoint_paths: \"model.ckpt-0\"\n"
+            "all_model_checkpoint_paths: \"model.ckpt-2\"\n"
+            "all_model_checkpoint_timestamps: 1000000000.0\n"
+            "all_model_checkpoint_timestamps: 1000000010.5\n");
   EXPECT_THAT(saver.last_checkpoints(dir.path()), ElementsAre(prefix + "-0", prefix + "-2"));
   EXPECT_EQ(th::Saver::latest_checkpoint(dir.path()), prefix + "-2");
   // No temporary files are left behind.
@@ -130,11 +131,12 @@ TEST_F(SaverTest, HoursRuleKeepsOneCheckpointPerPeriod) {
   EXPECT_TRUE(th::Saver::checkpoint_exists(prefix + "-2"));
   EXPECT_FALSE(fs::exists(prefix + "-3"));
   EXPECT_EQ(read_bytes(dir.file("checkpoint")),
-            "model_checkpoint_path: \"" + prefix + "-5\"\n" + "all_model_checkpoint_paths: \"" +
-                prefix + "-4\"\n" + "all_model_checkpoint_paths: \"" + prefix + "-5\"\n" +
-                "all_model_checkpoint_timestamps: 1000006000.0\n" +
-                "all_model_checkpoint_timestamps: 1000008000.0\n" +
-                "last_preserved_timestamp: 1000004000.0\n");
+            "model_checkpoint_path: \"model.ckpt-5\"\n"
+            "all_model_checkpoint_paths: \"model.ckpt-4\"\n"
+            "all_model_checkpoint_paths: \"model.ckpt-5\"\n"
+            "all_model_checkpoint_timestamps: 1000006000.0\n"
+            "all_model_checkpoint_timestamps: 1000008000.0\n"
+            "last_preserved_timestamp: 1000004000.0\n");
 }
 
 TEST_F(SaverTest, RetentionContinuesWhenANewSaverReadsTheStateFile) {
@@ -334,13 +336,10 @@ TEST_F(SaverTest, WriteErrorsNameThePath) {
   EXPECT_FALSE(fs::exists(dir.file("checkpoint")));
 }
 
-TEST_F(SaverTest, RelativePathsOptionWritesAMovableDirectory) {
+TEST_F(SaverTest, RelativePathsMakeAMovableDirectoryAndTheOptionOffWritesThemAsGiven) {
   Model m;
   th::Session s(m.g);
-  auto o = options();
-  o.save_relative_paths = true;
-  th::Saver saver(m.g, o);
-  saver.save(s, dir.file("model.ckpt"), 4);
+  th::Saver(m.g, options()).save(s, dir.file("model.ckpt"), 4);
   EXPECT_EQ(
       read_bytes(dir.file("checkpoint")),
       "model_checkpoint_path: \"model.ckpt-4\"\nall_model_checkpoint_paths: \"model.ckpt-4\"\n"
@@ -349,6 +348,17 @@ TEST_F(SaverTest, RelativePathsOptionWritesAMovableDirectory) {
   const std::string target = moved.file("copy");
   fs::copy(dir.path(), target, fs::copy_options::recursive);
   EXPECT_EQ(th::Saver::latest_checkpoint(target), target + "/model.ckpt-4");
+
+  // TensorFlow 1's Saver's rule: as given.
+  auto o = options();
+  o.save_relative_paths = false;
+  th::Saver(m.g, o).save(s, target + "/model.ckpt", 5);
+  EXPECT_EQ(read_bytes(target + "/checkpoint"),
+            "model_checkpoint_path: \"" + target + "/model.ckpt-5\"\n" +
+                "all_model_checkpoint_paths: \"" + target + "/model.ckpt-4\"\n" +
+                "all_model_checkpoint_paths: \"" + target + "/model.ckpt-5\"\n" +
+                "all_model_checkpoint_timestamps: 1000000000.0\n" +
+                "all_model_checkpoint_timestamps: 1000000000.0\n");
 }
 
 // The variables file is what Python's torch.load reads; the sidecar's payload too, after its

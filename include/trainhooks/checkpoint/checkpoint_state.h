@@ -1,9 +1,9 @@
 // The checkpoint state file: `<dir>/checkpoint`, TensorFlow's CheckpointState in protobuf text
 // format, so TensorFlow's tools and `tf.train.latest_checkpoint` read ours and we read theirs.
 //
-//   model_checkpoint_path: "/runs/exp1/model.ckpt-200"
-//   all_model_checkpoint_paths: "/runs/exp1/model.ckpt-100"
-//   all_model_checkpoint_paths: "/runs/exp1/model.ckpt-200"
+//   model_checkpoint_path: "model.ckpt-200"
+//   all_model_checkpoint_paths: "model.ckpt-100"
+//   all_model_checkpoint_paths: "model.ckpt-200"
 //   all_model_checkpoint_timestamps: 1700000000.5
 //   all_model_checkpoint_timestamps: 1700000600.25
 //
@@ -13,16 +13,21 @@
 //   if (auto state = th::get_checkpoint_state("runs/exp1"))
 //     for (const auto& p : state->all_model_checkpoint_paths) std::cout << p << "\n";
 //
-// Paths: get_checkpoint_state() joins relative paths with the directory, as TensorFlow does;
-// update_checkpoint_state() writes them relative to the directory when the directory itself is
-// relative or save_relative_paths is set, and as given otherwise (TensorFlow's rule).
-// The file is replaced atomically (temporary file, fsync, rename, fsync of the directory).
+// Paths: update_checkpoint_state() writes them relative to the directory when save_relative_paths
+// is set (what CheckpointManager does, as TF2's does) or the directory itself is relative, and as
+// given otherwise (TensorFlow's rule). get_checkpoint_state() joins relative paths with the
+// directory being read, as TensorFlow does, so a directory written with relative paths can be
+// moved or copied; an absolute path (older files) that is not in that directory is replaced by
+// the file of the same name in it when that exists (the directory was moved or copied), with a
+// warning. The file is replaced atomically (temporary file, fsync, rename, fsync of the directory).
 #pragma once
 
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "trainhooks/env.h"
 
 namespace trainhooks {
 
@@ -48,14 +53,19 @@ std::string checkpoint_state_path(const std::string& checkpoint_dir);
 std::string checkpoint_state_to_text(const CheckpointState& state);
 
 // Parses that text (any field order, `#` comments, either quote). Throws DataLossError naming
-// `source` and the line for anything that is not a CheckpointState, or when
-// model_checkpoint_path is missing (TensorFlow's "Invalid checkpoint state").
+// `source` and the line for anything that is not a CheckpointState: a syntax error, a last line
+// without its newline (every writer ends each line with one, so this is a file cut short, e.g.
+// in the middle of a time stamp), time stamps that are not one per path, or a missing
+// model_checkpoint_path (TensorFlow's "Invalid checkpoint state").
 CheckpointState parse_checkpoint_state(std::string_view text, std::string_view source = "<text>");
 
 // TensorFlow's get_checkpoint_state: nullopt when `<dir>/checkpoint` does not exist; relative
-// paths are returned joined with `checkpoint_dir`. Throws DataLossError for a file that cannot be
-// parsed (TensorFlow logs and ignores it; a trainhooks chief must not start afresh silently).
-std::optional<CheckpointState> get_checkpoint_state(const std::string& checkpoint_dir);
+// paths are returned joined with `checkpoint_dir`; absolute paths outside it are resolved as said
+// above, with one warning on `env`. Throws DataLossError for a file that cannot be parsed
+// (TensorFlow logs and ignores it; a trainhooks chief must not start afresh silently), FileError
+// naming the path when it is a directory or cannot be read.
+std::optional<CheckpointState> get_checkpoint_state(const std::string& checkpoint_dir,
+                                                    const Env& env = Env::system());
 
 // TensorFlow's update_checkpoint_state: appends model_checkpoint_path to the list when it is not
 // its last entry, applies the path rule above and replaces `<save_dir>/checkpoint` atomically.

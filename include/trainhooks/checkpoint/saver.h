@@ -62,9 +62,10 @@ struct SaverOptions {
   // more than this many hours after the previous one kept this way (the first: after the Saver
   // was created). Positive.
   double keep_checkpoint_every_n_hours = 10000;
-  // Write the state file's paths relative to its directory (a directory that can be moved).
-  // false, TensorFlow's default: as given, and relative when the save path itself is relative.
-  bool save_relative_paths = false;
+  // Write the state file's paths relative to its directory (as TF2's CheckpointManager does), so
+  // that the directory can be moved or copied. false: TensorFlow 1's Saver's default, as given,
+  // and relative when the save path itself is relative.
+  bool save_relative_paths = true;
   // clock: checkpoint time stamps and the hours rule (wall time), read from construction on;
   // null: the system clock. log: `Restoring parameters from ...` and warnings; null: the
   // session's log sink, then stderr.
