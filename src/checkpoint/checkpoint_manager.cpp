@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -47,6 +48,32 @@ void remove_stale_temporaries(const std::string& dir) {
     std::error_code ignored;
     fs::remove(entry.path(), ignored);
   }
+}
+
+// The checkpoints `<basename>-<N>` in `dir` whose variables file exists, by step (then name).
+std::vector<std::string> checkpoints_on_disk(const std::string& dir, const std::string& basename) {
+  std::vector<std::pair<int64_t, std::string>> found;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    // `<basename>-<digits>` exactly: path_for's names.
+    if (name.rfind(basename + "-", 0) != 0 || name.find('-', basename.size() + 1) != name.npos)
+      continue;
+    const std::optional<int64_t> step = CheckpointManager::step_of(name);
+    std::error_code ignored;
+    if (!step || !entry.is_regular_file(ignored)) continue;
+    found.emplace_back(*step, (fs::path(dir) / name).string());
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> paths;
+  for (auto& [step, path] : found) paths.push_back(std::move(path));
+  return paths;
+}
+
+std::string file_names(const std::vector<std::string>& paths) {
+  std::vector<std::string> names;
+  for (const auto& p : paths) names.push_back(fs::path(p).filename().string());
+  return fmt::format("{}", fmt::join(names, ", "));
 }
 
 // Rethrows a trainhooks error with context, keeping its type.
@@ -153,7 +180,7 @@ std::string CheckpointManager::write(SaverSnapshot snapshot) {
     // Before the first write: what the state file lists (retention goes on with it), and the
     // temporary files of writers killed mid-write.
     std::lock_guard<std::mutex> lock(mu_);
-    recover_locked(env);
+    recover_locked(env, nullptr);
     if (!temporaries_removed_) {
       remove_stale_temporaries(directory_);
       temporaries_removed_ = true;
@@ -222,18 +249,35 @@ void CheckpointManager::record_locked(const std::string& path, double timestamp,
 
 // ---- State --------------------------------------------------------------------------------------
 
-void CheckpointManager::recover_locked(const Env& env) const {
+void CheckpointManager::recover_locked(const Env& env,
+                                       const std::optional<CheckpointState>* known) const {
   if (recovered_) return;
   recovered_ = true;
   std::optional<CheckpointState> st;
-  try {
-    st = get_checkpoint_state(directory_);
-  } catch (const DataLossError& e) {
-    env.warning(fmt::format(
-        "{}; the checkpoints it lists are no longer tracked and will not be deleted", e.what()));
+  if (known) {
+    st = *known;
+  } else {
+    try {
+      st = get_checkpoint_state(directory_, env);
+    } catch (const DataLossError& e) {
+      env.warning(fmt::format(
+          "{}; the checkpoints it lists are no longer tracked and will not be deleted", e.what()));
+      return;
+    }
+  }
+  if (!st) {
+    // The state file was deleted (or never written by this basename's writer): say so before a
+    // save can replace one of these files, and never delete them.
+    const std::vector<std::string> found = checkpoints_on_disk(directory_, options_.basename);
+    if (!found.empty() && !unlisted_reported_) {
+      env.warning(fmt::format(
+          "No checkpoint state file '{}', but the directory holds checkpoints it would list: {}. "
+          "They are not tracked: none of them is deleted, and a save of the same step replaces it",
+          checkpoint_state_path(directory_), file_names(found)));
+    }
+    unlisted_reported_ = true;
     return;
   }
-  if (!st) return;
   const auto& paths = st->all_model_checkpoint_paths;
   const bool have_times = st->all_model_checkpoint_timestamps.size() == paths.size();
   for (size_t i = 0; i < paths.size(); ++i) {
@@ -248,7 +292,7 @@ void CheckpointManager::recover_locked(const Env& env) const {
 
 std::vector<std::string> CheckpointManager::checkpoints() const {
   std::lock_guard<std::mutex> lock(mu_);
-  recover_locked(env());
+  recover_locked(env(), nullptr);
   std::vector<std::string> out;
   for (const auto& c : checkpoints_) out.push_back(c.path);
   return out;
@@ -258,7 +302,7 @@ std::optional<std::string> CheckpointManager::latest() const {
   const Env env = this->env();
   std::optional<CheckpointState> st;
   try {
-    st = get_checkpoint_state(directory_);
+    st = get_checkpoint_state(directory_, env);
   } catch (const DataLossError& e) {
     env.warning(fmt::format("{}: Checkpoint ignored", e.what()));
     return std::nullopt;
@@ -281,14 +325,32 @@ bool CheckpointManager::saved_at(int64_t step) const {
 
 std::optional<std::string> CheckpointManager::restore_latest(Session& session) {
   const Env env = env_for(session);
-  std::optional<CheckpointState> st = get_checkpoint_state(directory_);
-  if (!st) return std::nullopt;
-  std::vector<std::string> candidates{st->model_checkpoint_path};
-  for (auto it = st->all_model_checkpoint_paths.rbegin();
-       it != st->all_model_checkpoint_paths.rend(); ++it) {
-    bool seen = false;
-    for (const auto& c : candidates) seen = seen || same_path(c, *it);
-    if (!seen) candidates.push_back(*it);
+  const std::optional<CheckpointState> st = get_checkpoint_state(directory_, env);
+  std::vector<std::string> candidates;
+  std::string source = fmt::format("listed in {}", checkpoint_state_path(directory_));
+  if (st) {
+    candidates.push_back(st->model_checkpoint_path);
+    for (auto it = st->all_model_checkpoint_paths.rbegin();
+         it != st->all_model_checkpoint_paths.rend(); ++it) {
+      bool seen = false;
+      for (const auto& c : candidates) seen = seen || same_path(c, *it);
+      if (!seen) candidates.push_back(*it);
+    }
+  } else {
+    // No state file, but checkpoints of ours: it was deleted (or lost in a copy). The files
+    // verify themselves, so resuming from the newest is safe, and starting from scratch would
+    // overwrite them one by one as the steps come round again (TensorFlow starts from scratch).
+    const std::vector<std::string> found = checkpoints_on_disk(directory_, options_.basename);
+    if (found.empty()) return std::nullopt;
+    candidates.assign(found.rbegin(), found.rend());
+    env.warning(fmt::format(
+        "No checkpoint state file '{}', but the directory holds checkpoints: {}. Restoring the "
+        "newest one that can be restored instead of starting from scratch; they are not tracked, "
+        "so none of them is deleted. To start from scratch, remove them or use another directory",
+        checkpoint_state_path(directory_), file_names(found)));
+    source = fmt::format("found in {} (it has no state file)", directory_);
+    std::lock_guard<std::mutex> lock(mu_);
+    unlisted_reported_ = true;
   }
   const Saver saver = saver_for(session);
   std::vector<std::string> failures;
@@ -307,7 +369,7 @@ std::optional<std::string> CheckpointManager::restore_latest(Session& session) {
     }
     saver.apply(*cp, env);
     std::lock_guard<std::mutex> lock(mu_);
-    recover_locked(env);  // retention continues with what the state file lists
+    recover_locked(env, &st);  // retention continues with what the state file lists
     if (!temporaries_removed_) {
       remove_stale_temporaries(directory_);
       temporaries_removed_ = true;
@@ -315,10 +377,10 @@ std::optional<std::string> CheckpointManager::restore_latest(Session& session) {
     last_touched_ = path;
     return path;
   }
-  throw DataLossError(fmt::format(
-      "None of the {} checkpoint(s) listed in {} can be restored; not starting from scratch over "
-      "them. {}",
-      candidates.size(), checkpoint_state_path(directory_), fmt::join(failures, "; ")));
+  throw DataLossError(
+      fmt::format("None of the {} checkpoint(s) {} can be restored; not starting from scratch "
+                  "over them. {}",
+                  candidates.size(), source, fmt::join(failures, "; ")));
 }
 
 std::function<void(Session&)> restore_latest_checkpoint(

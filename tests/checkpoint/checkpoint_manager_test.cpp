@@ -13,8 +13,10 @@
 
 #include "checkpoint/saver_test_model.h"
 #include "test_util.h"
+#include "trainhooks/checkpoint/checkpoint_reader.h"
 #include "trainhooks/checkpoint/checkpoint_state.h"
 #include "trainhooks/checkpoint/saver.h"
+#include "trainhooks/checkpoint/variables.h"
 #include "trainhooks/errors.h"
 #include "trainhooks/session.h"
 
@@ -72,12 +74,13 @@ TEST_F(CheckpointManagerTest, SaveWritesTheNamedCheckpointAndListsIt) {
   EXPECT_EQ(manager.save(s, 2), dir.file("net-2"));
   EXPECT_THAT(manager.checkpoints(), ElementsAre(dir.file("net-0"), dir.file("net-2")));
   EXPECT_EQ(manager.latest(), dir.file("net-2"));
+  // Relative to the directory (TF2's CheckpointManager writes them so): it can be moved.
   EXPECT_EQ(read_bytes(dir.file("checkpoint")),
-            "model_checkpoint_path: \"" + dir.file("net-2") + "\"\n" +
-                "all_model_checkpoint_paths: \"" + dir.file("net-0") + "\"\n" +
-                "all_model_checkpoint_paths: \"" + dir.file("net-2") + "\"\n" +
-                "all_model_checkpoint_timestamps: 1000000000.0\n" +
-                "all_model_checkpoint_timestamps: 1000000010.5\n");
+            "model_checkpoint_path: \"net-2\"\n"
+            "all_model_checkpoint_paths: \"net-0\"\n"
+            "all_model_checkpoint_paths: \"net-2\"\n"
+            "all_model_checkpoint_timestamps: 1000000000.0\n"
+            "all_model_checkpoint_timestamps: 1000000010.5\n");
   // The checkpoint holds the state of its step.
   Model other(2);
   th::Session os(other.g);
@@ -181,6 +184,90 @@ TEST_F(CheckpointManagerTest, RestoreLatestRestoresTheNewestAndFallsBackFromACor
       th::testing::error_message<th::DataLossError>([&] { again.restore_latest(fresh_session); }),
       HasSubstr("None of the 2 checkpoint(s)"));
   expect_same(fresh.values(), at_1);
+}
+
+// A deleted state file: the checkpoints still on disk are named before a save can replace one,
+// restored from rather than trained over, and never deleted (they are not listed).
+TEST_F(CheckpointManagerTest, WithoutAStateFileCheckpointsOnDiskAreNamedRestoredAndKept) {
+  Model m;
+  th::Session s(m.g);
+  {
+    th::CheckpointManager first(dir.path(), manager_options());
+    first.save(s, 1);
+    m.steps(s, 2);
+    first.save(s, 3);
+  }
+  const auto at_3 = m.values();
+  fs::remove(dir.file("checkpoint"));
+
+  // Saving first: the warning comes before the save, which replaces model.ckpt-1.
+  th::CheckpointManager saving(dir.path(), manager_options(1));
+  saving.save(s, 1);
+  EXPECT_THAT(warnings(),
+              ElementsAre("No checkpoint state file '" + dir.file("checkpoint") +
+                          "', but the directory holds checkpoints it would list: model.ckpt-1, "
+                          "model.ckpt-3. They are not tracked: none of them is deleted, and a save "
+                          "of the same step replaces it"));
+  saving.save(s, 5);  // max_to_keep 1 deletes model.ckpt-1, which it listed, not model.ckpt-3
+  EXPECT_FALSE(fs::exists(dir.file("model.ckpt-1")));
+  EXPECT_TRUE(th::Saver::checkpoint_exists(dir.file("model.ckpt-3")));
+  EXPECT_EQ(warnings().size(), 1u);
+
+  // Restoring: the newest usable one, with a warning naming them all.
+  fs::remove(dir.file("checkpoint"));
+  write_bytes(dir.file("model.ckpt-5"), "torn");
+  Model fresh(2);
+  th::Session fresh_session(fresh.g);
+  th::CheckpointManager restoring(dir.path(), manager_options());
+  EXPECT_EQ(restoring.restore_latest(fresh_session), dir.file("model.ckpt-3"));
+  expect_same(fresh.values(), at_3);
+  ASSERT_EQ(warnings().size(), 3u);
+  EXPECT_EQ(warnings()[1],
+            "No checkpoint state file '" + dir.file("checkpoint") +
+                "', but the directory holds checkpoints: model.ckpt-3, model.ckpt-5. Restoring "
+                "the newest one that can be restored instead of starting from scratch; they are "
+                "not tracked, so none of them is deleted. To start from scratch, remove them or "
+                "use another directory");
+  EXPECT_THAT(warnings()[2],
+              HasSubstr("Checkpoint " + dir.file("model.ckpt-5") + " cannot be restored: "));
+  EXPECT_FALSE(restoring.saved_at(3));  // saved again, which lists it in a new state file
+  restoring.save(fresh_session, 3);
+  EXPECT_EQ(th::get_checkpoint_state(dir.path())->model_checkpoint_path, dir.file("model.ckpt-3"));
+  EXPECT_EQ(warnings().size(), 3u);  // said once
+
+  // None usable: an error, not a fresh start over them.
+  fs::remove(dir.file("checkpoint"));
+  write_bytes(dir.file("model.ckpt-3"), "");
+  EXPECT_THAT(th::testing::error_message<th::DataLossError>([&] {
+                th::CheckpointManager(dir.path(), manager_options()).restore_latest(fresh_session);
+              }),
+              HasSubstr("None of the 2 checkpoint(s) found in " + dir.path() +
+                        " (it has no state file) can be restored; not starting from scratch"));
+}
+
+TEST_F(CheckpointManagerTest, ADirectoryInPlaceOfAFileIsAFileErrorNamingIt) {
+  Model m;
+  th::Session s(m.g);
+  th::CheckpointManager manager(dir.path(), manager_options());
+  manager.save(s, 1);
+  const std::string side = dir.file("model.ckpt-1.trainstate");
+  fs::remove(side);
+  fs::create_directory(side);
+  EXPECT_EQ(th::testing::error_message<th::FileError>([&] { manager.restore_latest(s); }),
+            "The passed save_path is not a valid checkpoint: " + dir.file("model.ckpt-1") + " (" +
+                side + " is a directory)");
+  EXPECT_EQ(th::testing::error_message<th::FileError>(
+                [&] { th::CheckpointReader reader(dir.file("model.ckpt-1")); }),
+            "Cannot read checkpoint file '" + side + "': it is a directory");
+  fs::remove(dir.file("checkpoint"));
+  fs::create_directory(dir.file("checkpoint"));
+  EXPECT_EQ(th::testing::error_message<th::FileError>([&] { manager.restore_latest(s); }),
+            "Cannot read the checkpoint state '" + dir.file("checkpoint") +
+                "': it is a directory, not a file");
+  fs::create_directory(dir.file("weights.pt"));
+  EXPECT_EQ(th::testing::error_message<th::FileError>(
+                [&] { th::load_variables(m.g, dir.file("weights.pt")); }),
+            "Cannot read variables file '" + dir.file("weights.pt") + "': it is a directory");
 }
 
 TEST_F(CheckpointManagerTest, RestoreLatestPropagatesAGraphMismatch) {

@@ -8,7 +8,8 @@
 // two files (Saver, saver.h), then rewrites the state file (checkpoint_state.h) to list it, and
 // only then deletes the checkpoints beyond max_to_keep, oldest first, unless the
 // keep_checkpoint_every_n_hours rule keeps them on disk (no longer listed). A kill at any moment
-// leaves every listed checkpoint complete.
+// leaves every listed checkpoint complete. The state file lists paths relative to the directory
+// (save_relative_paths), so the directory can be moved or copied and still be resumed from.
 //
 //   auto manager = std::make_shared<th::CheckpointManager>(
 //       "runs/exp1", th::CheckpointManagerOptions{.max_to_keep = 3});
@@ -35,6 +36,7 @@
 #include <string_view>
 #include <vector>
 
+#include "trainhooks/checkpoint/checkpoint_state.h"
 #include "trainhooks/checkpoint/saver.h"
 #include "trainhooks/env.h"
 
@@ -52,9 +54,10 @@ struct CheckpointManagerOptions {
   // more than this many hours after the previous one kept this way (the first: after the manager
   // was created). Positive.
   double keep_checkpoint_every_n_hours = 10000;
-  // Write the state file's paths relative to the directory (a directory that can be moved).
-  // false, TensorFlow's default: as given, and relative when the directory itself is relative.
-  bool save_relative_paths = false;
+  // Write the state file's paths relative to the directory, as TF2's CheckpointManager does, so
+  // that the directory can be moved or copied. false: as given (absolute for an absolute
+  // directory), TensorFlow 1's Saver's rule, which only readers that predate relative paths need.
+  bool save_relative_paths = true;
   // clock: checkpoint time stamps and the hours rule (wall time), read from construction on;
   // null: the system clock. log: `Restoring parameters from ...` and warnings; null: the
   // session's log sink, then stderr.
@@ -101,7 +104,8 @@ class CheckpointManager {
   // ---- State -----------------------------------------------------------------------------------
   // The checkpoints listed, oldest first: those of the state file whose files existed when it
   // was first read (the manager's own saves since then included). A state file that cannot be
-  // parsed counts as none, with a warning (its checkpoints are not deleted).
+  // parsed counts as none, with a warning (its checkpoints are not deleted); so do checkpoints on
+  // disk when there is no state file (a warning names them before a save can replace one).
   std::vector<std::string> checkpoints() const;
   // TensorFlow's latest_checkpoint: the newest checkpoint the state file lists, read now, if its
   // files exist; else nullopt, logging an error when the state file names a missing checkpoint
@@ -115,9 +119,12 @@ class CheckpointManager {
   // ---- Restoring -------------------------------------------------------------------------------
   // Restores the newest listed checkpoint into `session`'s graph and returns its path. A listed
   // checkpoint that is missing, corrupt or truncated is skipped with a warning naming it, and the
-  // previous one is tried. nullopt when no state file exists; DataLossError when checkpoints are
-  // listed but none can be restored, or the state file cannot be parsed (never a silent fresh
-  // start). Errors that are not about the files (a graph mismatch) propagate.
+  // previous one is tried. No state file: the checkpoints `<basename>-<N>` in the directory
+  // (a deleted state file) are tried the same way, newest step first, with a warning naming them
+  // (they stay unlisted, never deleted), and nullopt when there are none. DataLossError when
+  // checkpoints are listed or found but none can be restored, or the state file cannot be parsed
+  // (never a silent fresh start); FileError when it cannot be read (a directory in its place).
+  // Errors that are not about the files (a graph mismatch) propagate.
   std::optional<std::string> restore_latest(Session& session);
 
  private:
@@ -131,8 +138,9 @@ class CheckpointManager {
   Env env() const;
   Env env_for(const Session& session) const;
   Saver saver_for(Session& session) const;
-  // Reads the state file into checkpoints_ the first time; mu_ held.
-  void recover_locked(const Env& env) const;
+  // Reads the state file into checkpoints_ the first time (`known`: as already read); mu_ held.
+  // Warns about checkpoints on disk when there is no state file.
+  void recover_locked(const Env& env, const std::optional<CheckpointState>* known) const;
   // Lists `path`, written at `timestamp`, and applies retention; mu_ held.
   void record_locked(const std::string& path, double timestamp, const Env& env);
 
@@ -145,6 +153,7 @@ class CheckpointManager {
   mutable bool recovered_ = false;
   mutable std::vector<Listed> checkpoints_;  // oldest first
   mutable double last_preserved_timestamp_ = 0;
+  mutable bool unlisted_reported_ = false;  // the warning about checkpoints without a state file
   double next_keep_time_ = 0;
   bool temporaries_removed_ = false;
   std::string last_touched_;  // the last checkpoint saved or restored
