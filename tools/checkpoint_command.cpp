@@ -53,11 +53,16 @@ void add_checkpoint_command(CLI::App& app) {
   auto args = std::make_shared<InspectArgs>();
   CLI::App* inspect = cmd->add_subcommand(
       "inspect", "Variables, optimizer state, input positions and state keys of a checkpoint");
-  inspect->add_option("PATH", args->path, "Checkpoint, or directory (its latest checkpoint)")
+  inspect
+      ->add_option("PATH", args->path,
+                   "Checkpoint (or its .trainstate file), or directory (its latest checkpoint)")
       ->required();
-  inspect->add_option("--tensor", args->options.tensors, "Print this variable's value")
+  // Several names after one --tensor, or the option repeated; PATH goes first, or after `--`.
+  inspect
+      ->add_option("--tensor", args->options.tensors,
+                   "Print these variables' values (--tensor a b, or --tensor a --tensor b)")
       ->take_all()
-      ->allow_extra_args(false);
+      ->allow_extra_args(true);
   inspect->add_flag("--all-tensors", args->options.all_tensors, "Print every variable's value");
   inspect->add_flag("--json", args->json, "Print one JSON object");
   inspect->callback([args] {
@@ -74,7 +79,10 @@ void add_checkpoint_command(CLI::App& app) {
   auto target = std::make_shared<std::string>();
   CLI::App* verify = cmd->add_subcommand(
       "verify", "Verify every byte of a checkpoint, or of each checkpoint a directory lists");
-  verify->add_option("PATH", *target, "Checkpoint or checkpoint directory")->required();
+  verify
+      ->add_option("PATH", *target,
+                   "Checkpoint (or its .trainstate file), or directory (every checkpoint it lists)")
+      ->required();
   verify->callback([target] { run([&] { return verify_checkpoints(std::cout, *target); }); });
 }
 

@@ -11,6 +11,7 @@
 #include "trainhooks/checkpoint/checkpoint_manager.h"
 #include "trainhooks/checkpoint/checkpoint_state.h"
 #include "trainhooks/errors.h"
+#include "util/path.h"
 
 namespace trainhooks {
 
@@ -139,8 +140,49 @@ CheckpointState required_state(const std::string& dir) {
   if (!fs::is_directory(status))
     throw InvalidArgument(fmt::format("'{}' is not a checkpoint directory", dir));
   auto state = get_checkpoint_state(dir);
-  if (!state) throw NotFoundError(fmt::format("No checkpoint state file in '{}'", dir));
-  return *std::move(state);
+  if (state) return *std::move(state);
+  // Checkpoints without a state file (deleted, or never written): name them, they can be given
+  // by path.
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    std::error_code ignored;
+    if (CheckpointManager::step_of(name) && entry.is_regular_file(ignored) &&
+        fs::exists(internal::sidecar_path(entry.path().string()), ignored))
+      names.push_back(name);
+  }
+  std::sort(names.begin(), names.end());
+  if (names.empty()) throw NotFoundError(fmt::format("No checkpoint state file in '{}'", dir));
+  throw NotFoundError(fmt::format(
+      "No checkpoint state file in '{}'; it holds checkpoints that no state file lists: {} (give "
+      "one by its path)",
+      dir, fmt::join(names, ", ")));
+}
+
+// The checkpoint that the file `given` belongs to: itself, or `X` for `X.trainstate`; a file that
+// is not one of a checkpoint's two files is an error that says so.
+std::string checkpoint_of_file(const std::string& given) {
+  auto exists = [](const std::string& p) {
+    std::error_code ec;
+    return fs::exists(p, ec);
+  };
+  std::string path = given;
+  if (path.ends_with(internal::kSidecarSuffix) && !exists(internal::sidecar_path(path)))
+    path.resize(path.size() - std::string_view(internal::kSidecarSuffix).size());
+  const bool variables = exists(path), trainstate = exists(internal::sidecar_path(path));
+  if (!variables && !trainstate) throw NotFoundError(fmt::format("'{}' does not exist", given));
+  if (!trainstate) {
+    if (fs::path(path).filename() == "checkpoint") {
+      throw InvalidArgument(
+          fmt::format("'{}' is a checkpoint state file, not a checkpoint; give its directory, '{}'",
+                      path, internal::parent_dir(path)));
+    }
+    throw InvalidArgument(fmt::format(
+        "'{}' is not a checkpoint: a checkpoint has a training-state file beside it, and '{}' "
+        "does not exist",
+        path, internal::sidecar_path(path)));
+  }
+  return path;
 }
 
 std::optional<double> modification_time(const std::string& path) {
@@ -155,7 +197,7 @@ std::optional<double> modification_time(const std::string& path) {
 
 std::string resolve_checkpoint(const std::string& dir_or_path) {
   std::error_code ec;
-  if (!fs::is_directory(dir_or_path, ec)) return dir_or_path;
+  if (!fs::is_directory(dir_or_path, ec)) return checkpoint_of_file(dir_or_path);
   return required_state(dir_or_path).model_checkpoint_path;
 }
 

@@ -341,8 +341,9 @@ void print_checkpoint_json(std::ostream& out, const std::string& path,
 bool verify_checkpoints(std::ostream& out, const std::string& path) {
   std::error_code ec;
   if (!fs::is_directory(path, ec)) {
+    const std::string checkpoint = resolve_checkpoint(path);  // says when it is not a checkpoint
     std::string ok;
-    auto failure = verify_one(path, ok);
+    auto failure = verify_one(checkpoint, ok);
     out << (failure ? *failure : ok) << "\n";
     return !failure;
   }

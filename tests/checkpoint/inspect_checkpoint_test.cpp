@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -256,7 +257,9 @@ TEST_F(InspectCheckpointTest, CliExitsWithZeroOnlyWhenEverythingIsFine) {
   fs::remove(dir.file("checkpoint"));
   r = run_cli("checkpoint list " + dir.path());
   EXPECT_EQ(r.status, 1);
-  EXPECT_EQ(r.output, "trainhooks checkpoint: No checkpoint state file in '" + dir.path() + "'\n");
+  EXPECT_EQ(r.output, "trainhooks checkpoint: No checkpoint state file in '" + dir.path() +
+                          "'; it holds checkpoints that no state file lists: model.ckpt-0, "
+                          "model.ckpt-2 (give one by its path)\n");
 
   th::testing::flip_byte(ckpt(2), 100);
   r = run_cli("checkpoint verify " + ckpt(2));
@@ -264,6 +267,130 @@ TEST_F(InspectCheckpointTest, CliExitsWithZeroOnlyWhenEverythingIsFine) {
   EXPECT_THAT(r.output, ::testing::StartsWith("CORRUPT " + ckpt(2) + ": "));
   r = run_cli("checkpoint verify " + ckpt(0));
   EXPECT_EQ(r.status, 0) << r.output;
+}
+
+TEST_F(InspectCheckpointTest, CliTakesSeveralTensorNamesAndTheTrainstateFile) {
+  const std::string expected = inspect(ckpt(2), {.tensors = {"scale", "net/weight"}});
+  for (const std::string& args :
+       {ckpt(2) + " --tensor scale net/weight", ckpt(2) + " --tensor scale --tensor net/weight",
+        "--tensor scale net/weight -- " + ckpt(2),
+        ckpt(2) + ".trainstate --tensor scale net/weight"}) {
+    Result r = run_cli("checkpoint inspect " + args);
+    EXPECT_EQ(r.status, 0) << args << "\n" << r.output;
+    EXPECT_EQ(r.output, expected) << args;
+  }
+  Result r = run_cli("checkpoint verify " + ckpt(2) + ".trainstate");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(r.output, "OK " + ckpt(2) + " (step 2, 3 variables, 9110 bytes)\n");
+}
+
+TEST_F(InspectCheckpointTest, CliSaysWhenAPathIsNotACheckpoint) {
+  const std::string text = dir.file("notes.txt");
+  th::testing::write_file_bytes(text, "not a checkpoint\n");
+  for (const char* command : {"inspect", "verify"}) {
+    Result r = run_cli(std::string("checkpoint ") + command + " " + text);
+    EXPECT_EQ(r.status, 1) << command;
+    EXPECT_EQ(r.output, "trainhooks checkpoint: '" + text +
+                            "' is not a checkpoint: a checkpoint has a training-state file beside "
+                            "it, and '" +
+                            text + ".trainstate' does not exist\n");
+    r = run_cli(std::string("checkpoint ") + command + " " + dir.file("checkpoint"));
+    EXPECT_EQ(r.status, 1) << command;
+    EXPECT_EQ(r.output,
+              "trainhooks checkpoint: '" + dir.file("checkpoint") +
+                  "' is a checkpoint state file, not a checkpoint; give its directory, '" +
+                  dir.path() + "'\n");
+    r = run_cli(std::string("checkpoint ") + command + " " + dir.file("model.ckpt-7"));
+    EXPECT_EQ(r.status, 1) << command;
+    EXPECT_EQ(r.output,
+              "trainhooks checkpoint: '" + dir.file("model.ckpt-7") + "' does not exist\n");
+  }
+  // A directory where a file should be.
+  fs::remove(dir.file("checkpoint"));
+  fs::create_directory(dir.file("checkpoint"));
+  Result r = run_cli("checkpoint list " + dir.path());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.output, "trainhooks checkpoint: Cannot read the checkpoint state '" +
+                          dir.file("checkpoint") + "': it is a directory, not a file\n");
+  // Checkpoints without a state file are named.
+  fs::remove(dir.file("checkpoint"));
+  r = run_cli("checkpoint verify " + dir.path());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.output, "trainhooks checkpoint: No checkpoint state file in '" + dir.path() +
+                          "'; it holds checkpoints that no state file lists: model.ckpt-0, "
+                          "model.ckpt-2 (give one by its path)\n");
+}
+
+// The state file lists paths relative to its directory: a copy's verify reads the copy's files.
+TEST_F(InspectCheckpointTest, CliVerifyOfACopyReadsTheCopy) {
+  th::testing::TempDir elsewhere;
+  const std::string copy = elsewhere.file("copy");
+  fs::copy(dir.path(), copy, fs::copy_options::recursive);
+  th::testing::flip_byte(copy + "/model.ckpt-2", 100);
+  Result r = run_cli("checkpoint verify " + copy);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.output, "OK " + copy + "/model.ckpt-0 (step 0, 3 variables, 8102 bytes)\n" +
+                          "CORRUPT " + copy + "/model.ckpt-2: Checkpoint file '" + copy +
+                          "/model.ckpt-2' is corrupt: its CRC32C does not match the one recorded "
+                          "in '" +
+                          copy + "/model.ckpt-2.trainstate'\n1 of 2 checkpoints OK\n");
+  r = run_cli("checkpoint verify " + dir.path());
+  EXPECT_EQ(r.status, 0) << r.output;
+}
+
+TEST(InspectCheckpointCliTest, UsageErrorsExitWithTwoAndSayWhatIsValid) {
+  Result r = run_cli("bogus");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.output,
+            "trainhooks: unknown subcommand 'bogus'; valid subcommands: checkpoint, events (see "
+            "trainhooks --help)\n");
+  r = run_cli("checkpoint lst runs");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.output,
+            "trainhooks checkpoint: unknown subcommand 'lst'; valid subcommands: list, inspect, "
+            "verify (see trainhooks checkpoint --help)\n");
+  r = run_cli("");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.output,
+            "trainhooks: a subcommand is required; valid subcommands: checkpoint, events (see "
+            "trainhooks --help)\n");
+  r = run_cli("checkpoint");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.output,
+            "trainhooks checkpoint: a subcommand is required; valid subcommands: list, inspect, "
+            "verify (see trainhooks checkpoint --help)\n");
+  r = run_cli("checkpoint list");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(
+      r.output,
+      "trainhooks checkpoint list: DIR is required (see trainhooks checkpoint list --help)\n");
+  r = run_cli("checkpoint inspect a b");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.output,
+            "trainhooks checkpoint inspect: The following argument was not expected: b (see "
+            "trainhooks checkpoint inspect --help)\n");
+  r = run_cli("checkpoint verify --bogus x");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_THAT(r.output, ::testing::StartsWith("trainhooks checkpoint verify: "));
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+
+  r = run_cli("--help");
+  EXPECT_EQ(r.status, 0);
+  EXPECT_THAT(r.output, HasSubstr("checkpoint"));
+  r = run_cli("checkpoint inspect --help");
+  EXPECT_EQ(r.status, 0);
+  EXPECT_THAT(r.output, HasSubstr("--tensor"));
+}
+
+TEST(InspectCheckpointCliTest, VersionPrintsTheProjectVersion) {
+  const Result r = run_cli("--version");
+  EXPECT_EQ(r.status, 0);
+  EXPECT_THAT(r.output, ::testing::MatchesRegex("trainhooks [0-9]+\\.[0-9]+\\.[0-9]+\n"));
+  const std::string cmake = th::testing::read_file_bytes(TRAINHOOKS_SOURCE_DIR "/CMakeLists.txt");
+  const size_t at = cmake.find("project(trainhooks VERSION ");
+  ASSERT_NE(at, std::string::npos);
+  const size_t start = at + std::string("project(trainhooks VERSION ").size();
+  EXPECT_EQ(r.output, "trainhooks " + cmake.substr(start, cmake.find(' ', start) - start) + "\n");
 }
 
 }  // namespace

@@ -104,10 +104,14 @@ class CheckpointReader {
 
 // TensorFlow's tf.train.load_checkpoint: a reader of the checkpoint at `dir_or_path`, or, for a
 // directory, of the latest checkpoint its state file lists (NotFoundError when it has none).
+// A checkpoint may also be named by its training-state file (`model.ckpt-200.trainstate`).
 CheckpointReader load_checkpoint(const std::string& dir_or_path);
 
-// The checkpoint that `dir_or_path` names: itself, or a directory's latest checkpoint. Errors as
-// load_checkpoint's, for the directory only: the checkpoint's files are not read.
+// The checkpoint that `dir_or_path` names: a directory's latest checkpoint, else the checkpoint
+// itself (`X` for `X.trainstate`). Reads no checkpoint file. NotFoundError when neither the
+// path nor its training-state file exists, or a directory has no state file (naming the
+// checkpoints it holds, if any); InvalidArgument saying that a file without a training-state
+// file beside it is not a checkpoint.
 std::string resolve_checkpoint(const std::string& dir_or_path);
 
 // One checkpoint listed in a directory's state file (checkpoint_state.h).

@@ -5,9 +5,10 @@
 //   trainhooks::print_checkpoint(std::cout, "runs/exp1", {.tensors = {"net/weight"}});
 //   bool ok = trainhooks::verify_checkpoints(std::cout, "runs/exp1");
 //
-// A `path` is a checkpoint (`runs/exp1/model.ckpt-1200`) or a checkpoint directory, which stands
-// for its latest checkpoint (for verify_checkpoints: for every checkpoint it lists). Errors are
-// those of checkpoint_reader.h, naming the path; nothing is printed before the files are read.
+// A `path` is a checkpoint (`runs/exp1/model.ckpt-1200`, or its `.trainstate` file) or a
+// checkpoint directory, which stands for its latest checkpoint (for verify_checkpoints: for every
+// checkpoint it lists). Errors are those of checkpoint_reader.h (resolve_checkpoint: a file that
+// is not a checkpoint says so), naming the path; nothing is printed before the files are read.
 #pragma once
 
 #include <ostream>
