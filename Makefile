@@ -39,3 +39,11 @@ format:
 
 clean:
 	rm -rf $(BUILD_DIR)
+
+# `make install [PREFIX=DIR]`: `trainhooks` in DIR/bin, the libraries, headers and CMake package
+# (find_package(trainhooks)) under DIR; builds only what is installed.
+PREFIX ?= /usr/local
+.PHONY: install
+install: configure
+	cmake --build $(BUILD_DIR) -j $(JOBS) --target trainhooks_cli trainhooks_testing
+	cmake --install $(BUILD_DIR) --prefix $(PREFIX)

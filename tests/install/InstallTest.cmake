@@ -1,5 +1,6 @@
-# ctest -P script: installs the built project into a fresh prefix, builds the consumer project
-# against it with find_package(trainhooks) and runs it.
+# ctest -P script: installs the built project into a fresh prefix, checks that the installed
+# `trainhooks` runs and prints the project's version, builds the consumer project against the
+# prefix with find_package(trainhooks) and runs it.
 # -D BUILD_DIR, SOURCE_DIR, WORK_DIR, GENERATOR, LAUNCHER (may be empty).
 file(REMOVE_RECURSE "${WORK_DIR}")
 function(run)
@@ -10,11 +11,17 @@ function(run)
   set(RUN_OUTPUT "${out}" PARENT_SCOPE)
 endfunction()
 run(${CMAKE_COMMAND} --install "${BUILD_DIR}" --prefix "${WORK_DIR}/prefix")
-foreach(f include/trainhooks/trainhooks.h include/trainhooks/testing/fake_env.h lib/cmake/trainhooks/trainhooksConfig.cmake)
+foreach(f include/trainhooks/trainhooks.h include/trainhooks/testing/fake_env.h lib/cmake/trainhooks/trainhooksConfig.cmake bin/trainhooks)
   if(NOT EXISTS "${WORK_DIR}/prefix/${f}")
     message(FATAL_ERROR "not installed: ${f}")
   endif()
 endforeach()
+file(READ "${SOURCE_DIR}/CMakeLists.txt" top)
+string(REGEX MATCH "project\\(trainhooks VERSION ([0-9.]+)" _ "${top}")
+run("${WORK_DIR}/prefix/bin/trainhooks" --version)
+if(NOT RUN_OUTPUT STREQUAL "trainhooks ${CMAKE_MATCH_1}\n")
+  message(FATAL_ERROR "unexpected output of the installed trainhooks --version: '${RUN_OUTPUT}'")
+endif()
 set(launcher)
 if(LAUNCHER)
   set(launcher -DCMAKE_CXX_COMPILER_LAUNCHER=${LAUNCHER})
