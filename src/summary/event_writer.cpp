@@ -103,6 +103,7 @@ struct EventWriter::Impl {
   void encode(PendingEvent& event);
   bool first_use(const std::string& tag) { return tags_with_metadata.insert(tag).second; }
   void write_buffer();
+  void recovered();
   void drop_retained(bool closing);
   void close_file();
   std::string current_path() const {
@@ -176,6 +177,15 @@ void EventWriter::Impl::write_buffer() {
       break;
     }
   }
+  if (done == buffer.size()) {
+    file_end += done;
+    whole_end = file_end;
+    buffered_records = 0;
+    buffer.clear();
+    torn_tail = 0;
+    if (failing) recovered();
+    return;
+  }
   // Record ends in `buffer`: the last at or before `done` (and how many records end by then), and
   // the first after it.
   size_t last_boundary = 0, next_boundary = 0;
@@ -194,22 +204,6 @@ void EventWriter::Impl::write_buffer() {
   file_end += done;
   if (completed > 0) whole_end = start + last_boundary;
   buffered_records -= completed;
-  if (done == buffer.size()) {
-    buffer.clear();
-    torn_tail = 0;
-    if (failing) {
-      failing = false;
-      const std::string message =
-          fmt::format("Writing events to {} again; {} events were dropped while writes failed.",
-                      current_path(), dropped_while_failing);
-      if (dropped_while_failing > 0) {
-        warn(message);
-      } else {
-        options.env.info(message);
-      }
-    }
-    return;
-  }
   // A write stopped inside a record (a full disk): cut the file back to the last whole record,
   // so that the records written once space returns follow it. A record whose head was written by
   // an earlier attempt (the file could not be cut then) is completed instead.
@@ -231,6 +225,18 @@ void EventWriter::Impl::write_buffer() {
                      current_path(), write_error));
   }
   if (buffer.size() > kMaxRetainedBytes) drop_retained(false);
+}
+
+void EventWriter::Impl::recovered() {
+  failing = false;
+  const std::string message =
+      fmt::format("Writing events to {} again; {} events were dropped while writes failed.",
+                  current_path(), dropped_while_failing);
+  if (dropped_while_failing > 0) {
+    warn(message);
+  } else {
+    options.env.info(message);
+  }
 }
 
 void EventWriter::Impl::drop_retained(bool closing) {
