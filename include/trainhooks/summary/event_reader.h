@@ -112,7 +112,8 @@ struct ReadOptions {
   // Each skipped record is reported as a warning to env.log (null: stderr,
   // `WARNING:trainhooks:<message>`).
   Env env{};
-  // read_events() only: drop the values a restart orphaned, as TensorBoard does (RestartFilter).
+  // read_events() and inspect.h only (next() streams the files as they are): leave out the
+  // values a restart orphaned, as TensorBoard does (RestartFilter).
   bool purge_orphaned_data = false;
 };
 
