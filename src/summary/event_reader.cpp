@@ -9,9 +9,11 @@
 #include <unordered_map>
 
 #include <fmt/format.h>
+#include <google/protobuf/unknown_field_set.h>
 
 #include "proto/event.pb.h"
 #include "summary/record_io.h"
+#include "trainhooks/summary/restart_filter.h"
 
 namespace trainhooks::summary {
 namespace {
@@ -108,8 +110,45 @@ int64_t num_elements(const proto::TensorShapeProto& shape) {
   return n;
 }
 
+// The length-delimited fields `field` of a message, or nullopt when it does not parse.
+std::optional<std::vector<std::string>> message_fields(const std::string& bytes, int field) {
+  google::protobuf::UnknownFieldSet fields;
+  if (!fields.ParseFromString(bytes)) return std::nullopt;
+  std::vector<std::string> out;
+  for (int i = 0; i < fields.field_count(); ++i) {
+    const auto& f = fields.field(i);
+    if (f.number() != field) continue;
+    if (f.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED) return std::nullopt;
+    out.push_back(f.length_delimited());
+  }
+  return out;
+}
+
+// A custom_scalars Layout{repeated Category category = 1}, Category{string title = 1;
+// repeated Chart chart = 2}; nullopt when the bytes are not one.
+std::optional<LayoutValue> decode_layout(const std::string& bytes) {
+  auto categories = message_fields(bytes, 1);
+  if (!categories) return std::nullopt;
+  LayoutValue layout;
+  for (const std::string& category : *categories) {
+    auto titles = message_fields(category, 1);
+    auto charts = message_fields(category, 2);
+    if (!titles || !charts) return std::nullopt;
+    layout.categories.push_back(titles->empty() ? std::string() : titles->back());
+    layout.charts += static_cast<int64_t>(charts->size());
+  }
+  return layout;
+}
+
 void decode_tensor(const proto::TensorProto& t, EventValue& out) {
   const std::string& plugin = out.plugin_name;
+  if (plugin == "custom_scalars" && t.string_val_size() == 1) {
+    if (auto layout = decode_layout(t.string_val(0))) {
+      out.kind = ValueKind::kLayout;
+      out.layout = std::move(layout);
+      return;
+    }
+  }
   if (plugin == "text" || t.dtype() == proto::DT_STRING) {
     out.kind = ValueKind::kText;
     for (int i = 0; i < t.string_val_size(); ++i) {
@@ -150,6 +189,7 @@ struct EventReader::Impl {
   fs::path current_path;
   std::unordered_map<std::string, std::string> plugin_of_tag;
   int64_t corrupt = 0;
+  std::vector<PartialRecord> partial;
   // A corrupt tail stays where it is; report it once, not on every later call.
   std::optional<std::pair<fs::path, uint64_t>> last_reported;
   std::string record;
@@ -157,7 +197,25 @@ struct EventReader::Impl {
 
   Event decode(uint64_t offset);
   void corrupt_record(const fs::path& file, uint64_t offset, const std::string& what);
+  void not_an_event_file(const std::string& what);
+  void note_end();
 };
+
+void EventReader::Impl::not_an_event_file(const std::string& what) {
+  throw EventFileError(
+      fmt::format("{} is not an event file: its first record {}", current_path.string(), what),
+      current_path, 0);
+}
+
+void EventReader::Impl::note_end() {
+  std::error_code ec;
+  const uint64_t size = fs::file_size(current_path, ec);
+  const uint64_t offset = current->offset();
+  std::erase_if(partial, [&](const PartialRecord& p) { return p.file == current_path; });
+  if (!ec && size > offset) {
+    partial.push_back({.file = current_path, .offset = offset, .bytes = size - offset});
+  }
+}
 
 void EventReader::Impl::corrupt_record(const fs::path& file, uint64_t offset,
                                        const std::string& what) {
@@ -178,6 +236,12 @@ Event EventReader::Impl::decode(uint64_t offset) {
   switch (event.what_case()) {
     case proto::Event::kFileVersion:
       out.file_version = event.file_version();
+      break;
+    case proto::Event::kGraphDef:
+      out.graph_def = true;
+      break;
+    case proto::Event::kMetaGraphDef:
+      out.meta_graph_def = true;
       break;
     case proto::Event::kSessionLog: {
       const auto& log = event.session_log();
@@ -282,15 +346,33 @@ std::optional<Event> EventReader::next() {
     switch (s.current->read(s.record)) {
       case RecordFileReader::Status::kRecord:
         if (!s.event.ParseFromString(s.record)) {
+          if (offset == 0 && !s.options.skip_corrupt) {
+            s.not_an_event_file("is not an Event message");
+          }
           s.corrupt_record(s.current_path, offset, "the record is not an Event message");
           continue;
         }
+        if (offset == 0 && !s.options.skip_corrupt &&
+            s.event.what_case() == proto::Event::WHAT_NOT_SET && s.event.wall_time() == 0 &&
+            s.event.step() == 0 &&
+            s.event.GetReflection()->GetUnknownFields(s.event).field_count() > 0) {
+          // Another kind of TFRecord file (tf.Example records parse with unknown fields only).
+          s.not_an_event_file("has none of an Event's fields");
+        }
         return s.decode(offset);
       case RecordFileReader::Status::kCorrupt:
+        if (offset == 0 && !s.options.skip_corrupt) {
+          s.not_an_event_file(fmt::format("fails its checks ({})", s.current->error()));
+        }
         s.corrupt_record(s.current_path, offset, s.current->error());
         if (s.current->skip_corrupt() != 0) continue;
+        if (offset == 0) {
+          s.not_an_event_file(
+              fmt::format("fails its checks ({}) and no valid record follows", s.current->error()));
+        }
         break;  // nothing valid follows: treat as this file's end
       case RecordFileReader::Status::kEnd:
+        s.note_end();
         break;
     }
     // The last file stays open so that a later call sees records appended meanwhile.
@@ -304,9 +386,15 @@ std::optional<Event> EventReader::next() {
 const std::vector<fs::path>& EventReader::files() const { return impl_->files; }
 const fs::path& EventReader::current_file() const { return impl_->current_path; }
 int64_t EventReader::corrupt_records() const { return impl_->corrupt; }
+const std::vector<PartialRecord>& EventReader::partial_records() const { return impl_->partial; }
 
 std::vector<Event> read_events(const fs::path& path, const ReadOptions& options) {
   EventReader reader(path, options);
+  if (options.purge_orphaned_data) {
+    RestartFilter filter;
+    while (auto e = reader.next()) filter.add(std::move(*e));
+    return std::move(filter.events());
+  }
   std::vector<Event> events;
   while (auto e = reader.next()) events.push_back(std::move(*e));
   return events;

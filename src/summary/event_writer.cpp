@@ -21,6 +21,7 @@
 #include "summary/batch_queue.h"
 #include "summary/encoded_value.h"
 #include "summary/event_encoding.h"
+#include "summary/record_io.h"
 
 namespace trainhooks::summary {
 namespace {
@@ -39,25 +40,14 @@ struct PendingEvent {
 
 // Bytes buffered by the writer thread before a write(2) between flushes.
 constexpr size_t kWriteChunk = 64 * 1024;
+// While writes fail (a full disk), events are kept for the next attempt up to this many bytes;
+// beyond it they are dropped and counted.
+constexpr size_t kMaxRetainedBytes = 4 * 1024 * 1024;
 
 std::string hostname() {
   char name[256] = {};
   if (gethostname(name, sizeof name - 1) != 0) return "localhost";
   return name;
-}
-
-// Writes all of `data`; false with errno set on failure.
-bool write_all(int fd, const char* data, size_t size) {
-  while (size > 0) {
-    ssize_t n = ::write(fd, data, size);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    data += n;
-    size -= static_cast<size_t>(n);
-  }
-  return true;
 }
 
 std::string cache_key(const std::filesystem::path& logdir) {
@@ -89,10 +79,20 @@ struct EventWriter::Impl {
 
   // Writer-thread state (also touched by open_file while the thread is not running).
   int fd = -1;
+  // Framed records not yet in the file. When a write stopped inside a record and the file could
+  // not be cut back, the first `torn_tail` bytes are the rest of that record.
   std::string buffer;
+  int64_t buffered_records = 0;  // records with bytes in `buffer`
+  size_t torn_tail = 0;
+  uint64_t file_end = 0;   // bytes in the file
+  uint64_t whole_end = 0;  // end of the last whole record in the file
   std::unordered_set<std::string> tags_with_metadata;
   std::vector<uint8_t> with_metadata;
-  bool warned_write = false;
+  // A run of failed writes: logged when it starts, when it first drops events and when it ends.
+  bool failing = false;
+  bool warned_failing_drop = false;
+  int64_t dropped_while_failing = 0;
+  std::string write_error;
 
   double now() const { return options.env.clock->wall_seconds(); }
 
@@ -103,6 +103,13 @@ struct EventWriter::Impl {
   void encode(PendingEvent& event);
   bool first_use(const std::string& tag) { return tags_with_metadata.insert(tag).second; }
   void write_buffer();
+  void recovered();
+  void drop_retained(bool closing);
+  void close_file();
+  std::string current_path() const {
+    std::lock_guard lock(path_mu);
+    return path.string();
+  }
   void drop(int64_t step);
 
   template <typename Fill>
@@ -144,23 +151,130 @@ void EventWriter::Impl::open_file() {
     path = candidate;
   }
   tags_with_metadata.clear();
-  warned_write = false;
   buffer.clear();
+  buffered_records = 0;
+  torn_tail = 0;
+  file_end = whole_end = 0;
+  failing = warned_failing_drop = false;
+  dropped_while_failing = 0;
   append_file_version_event(buffer, wall_time);
+  ++buffered_records;
   write_buffer();
 }
 
 void EventWriter::Impl::write_buffer() {
   if (buffer.empty()) return;
-  if (!write_all(fd, buffer.data(), buffer.size()) && !warned_write) {
-    warned_write = true;
-    std::lock_guard lock(path_mu);
-    warn(fmt::format("Failed to write events to {}: {}", path.string(), std::strerror(errno)));
+  size_t done = 0;
+  int error = 0;
+  while (done < buffer.size()) {
+    const ssize_t n = options.file_io->write(fd, buffer.data() + done, buffer.size() - done);
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else {
+      error = n < 0 ? errno : EIO;
+      break;
+    }
   }
-  buffer.clear();
+  if (done == buffer.size()) {
+    file_end += done;
+    whole_end = file_end;
+    buffered_records = 0;
+    buffer.clear();
+    torn_tail = 0;
+    if (failing) recovered();
+    return;
+  }
+  // Record ends in `buffer`: the last at or before `done` (and how many records end by then), and
+  // the first after it.
+  size_t last_boundary = 0, next_boundary = 0;
+  int64_t completed = 0;
+  for (size_t b = torn_tail > 0 ? torn_tail : framed_size(buffer.data());;) {
+    if (b > done) {
+      next_boundary = b;
+      break;
+    }
+    last_boundary = b;
+    ++completed;
+    if (b >= buffer.size()) break;
+    b += framed_size(buffer.data() + b);
+  }
+  const uint64_t start = file_end;
+  file_end += done;
+  if (completed > 0) whole_end = start + last_boundary;
+  buffered_records -= completed;
+  // A write stopped inside a record (a full disk): cut the file back to the last whole record,
+  // so that the records written once space returns follow it. A record whose head was written by
+  // an earlier attempt (the file could not be cut then) is completed instead.
+  const bool torn_here = file_end > whole_end && (completed > 0 || torn_tail == 0);
+  if (torn_here && options.file_io->truncate(fd, whole_end) == 0) {
+    file_end = whole_end;
+    buffer.erase(0, last_boundary);
+    torn_tail = 0;
+  } else {
+    buffer.erase(0, done);
+    torn_tail = file_end > whole_end ? next_boundary - done : 0;
+  }
+  if (!failing) {
+    failing = true;
+    warned_failing_drop = false;
+    dropped_while_failing = 0;
+    write_error = std::strerror(error);
+    warn(fmt::format("Cannot write events to {}: {}; keeping them in memory to retry.",
+                     current_path(), write_error));
+  }
+  if (buffer.size() > kMaxRetainedBytes) drop_retained(false);
+}
+
+void EventWriter::Impl::recovered() {
+  failing = false;
+  const std::string message =
+      fmt::format("Writing events to {} again; {} events were dropped while writes failed.",
+                  current_path(), dropped_while_failing);
+  if (dropped_while_failing > 0) {
+    warn(message);
+  } else {
+    options.env.info(message);
+  }
+}
+
+void EventWriter::Impl::drop_retained(bool closing) {
+  // The rest of a record already partly in the file is kept unless the file is being closed.
+  const size_t keep = closing ? 0 : torn_tail;
+  const int64_t records = buffered_records - (keep > 0 ? 1 : 0);
+  if (records <= 0) return;
+  buffer.resize(keep);
+  buffered_records -= records;
+  if (closing) torn_tail = 0;
+  dropped.fetch_add(records, std::memory_order_relaxed);
+  dropped_while_failing += records;
+  if (!closing && !warned_failing_drop) {
+    warned_failing_drop = true;
+    warn(
+        fmt::format("Dropped {} events for {}: writes keep failing ({}); later drops are counted "
+                    "until a write succeeds.",
+                    records, current_path(), write_error));
+  }
+}
+
+void EventWriter::Impl::close_file() {
+  write_buffer();
+  if (failing) {
+    drop_retained(true);
+    options.env.error(fmt::format("Closed {} while writes were failing ({}): {} events dropped.",
+                                  current_path(), write_error, dropped_while_failing));
+  }
+  // Durable at close; per-flush fsync would cost a disk round trip every flush_secs.
+  if (options.file_io->sync(fd) != 0 && !failing) {
+    warn(fmt::format("Cannot sync {}: {}", current_path(), std::strerror(errno)));
+  }
+  ::close(fd);
+  fd = -1;
 }
 
 void EventWriter::Impl::encode(PendingEvent& e) {
+  ++buffered_records;  // each event is one record
   switch (e.kind) {
     case PendingEvent::Kind::kScalar:
       append_scalar_event(buffer, e.wall_time, e.step, e.tag, e.value, first_use(e.tag));
@@ -190,10 +304,7 @@ void EventWriter::Impl::run() {
     }
     if (batch.flush_ticket != 0 || due) next_flush = steady_clock::now() + period;
     if (batch.closed) {
-      // Durable at close; per-flush fsync would cost a disk round trip every flush_secs.
-      ::fsync(fd);
-      ::close(fd);
-      fd = -1;
+      close_file();
       queue.finished();
       return;
     }
@@ -222,6 +333,7 @@ EventWriter::EventWriter(std::filesystem::path logdir, EventWriterOptions option
   }
   if (logdir.empty()) throw InvalidArgument("Invalid logdir: empty path");
   options.env = options.env.or_else(Env::system());
+  if (!options.file_io) options.file_io = std::make_shared<EventFileIo>();
   impl_ = std::make_unique<Impl>(std::move(logdir), std::move(options));
   impl_->open_file();
   impl_->thread = std::thread([impl = impl_.get()] { impl->run(); });

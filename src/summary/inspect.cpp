@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -45,16 +46,91 @@ std::string csv_field(const std::string& s) {
   return out + "\"";
 }
 
-template <typename Visit>
-void for_each_event(const fs::path& logdir, const InspectOptions& options, Visit&& visit) {
-  for (const fs::path& dir : find_run_directories(logdir)) {
-    EventReader reader(dir, options.read);
-    const std::string name = run_name(logdir, dir);
-    visit(name, dir, reader);
+// What the tables and CSV rows need of an event kept for a purge: not image, histogram or
+// text payloads.
+void strip_payload(Event& e) {
+  for (EventValue& v : e.values) {
+    v.histogram.reset();
+    if (v.image) v.image->encoded.clear();
+    v.text.clear();
   }
 }
 
+std::string layout_summary(const LayoutValue& layout) {
+  return fmt::format("{} categor{}, {} chart{}", layout.categories.size(),
+                     layout.categories.size() == 1 ? "y" : "ies", layout.charts,
+                     layout.charts == 1 ? "" : "s");
+}
+
 }  // namespace
+
+int64_t inspect_run(const fs::path& logdir, const fs::path& dir, const InspectOptions& options,
+                    RunStats& out, std::ostream* csv) {
+  out = RunStats{.name = run_name(logdir, dir), .directory = dir};
+  std::map<std::string, TagStats> tags;
+  int64_t rows = 0;
+  const std::string csv_run = csv_field(out.name);
+  auto visit = [&](const Event& event) {
+    for (const EventValue& v : event.values) {
+      if (!options.tag.empty() && v.tag != options.tag) continue;
+      TagStats& t = tags[v.tag];
+      if (t.count == 0) {
+        t.tag = v.tag;
+        t.kind = v.kind;
+        t.min_step = t.max_step = event.step;
+      }
+      ++t.count;
+      t.min_step = std::min(t.min_step, event.step);
+      t.max_step = std::max(t.max_step, event.step);
+      if (!v.plugin_name.empty()) t.plugin_name = v.plugin_name;
+      if (v.kind == ValueKind::kScalar) t.last_value = v.scalar;
+      if (v.layout) t.last_layout = v.layout;
+      t.last_wall_time = event.wall_time;
+      if (csv && v.kind == ValueKind::kScalar) {
+        *csv << csv_run << ',' << csv_field(v.tag) << ',' << event.step << ','
+             << fmt::format("{}", event.wall_time) << ',' << format_value(v.scalar) << '\n';
+        ++rows;
+      }
+    }
+  };
+  const bool purge = options.read.purge_orphaned_data;
+  RestartFilter filter;
+  std::optional<EventReader> reader;
+  // Runs on success and on error, so that what was read before an error is reported.
+  auto finish = [&] {
+    if (reader) {
+      out.corrupt_records = reader->corrupt_records();
+      out.partial_records = reader->partial_records();
+    }
+    if (purge) {
+      out.purges = filter.purges();
+      for (const Event& e : filter.events()) visit(e);
+    }
+    for (auto& [tag, stats] : tags) out.tags.push_back(std::move(stats));
+  };
+  try {
+    reader.emplace(dir, options.read);
+    out.files = reader->files();
+    while (auto event = reader->next()) {
+      ++out.events;
+      if (event->session_log && event->session_log->status == SessionStatus::kStart) {
+        ++out.session_starts;
+      }
+      if (event->graph_def || event->meta_graph_def) ++out.graphs;
+      if (purge) {
+        strip_payload(*event);
+        filter.add(std::move(*event));
+      } else {
+        visit(*event);
+      }
+    }
+  } catch (const EventFileError&) {
+    finish();
+    throw;
+  }
+  finish();
+  return rows;
+}
 
 std::vector<fs::path> find_run_directories(const fs::path& logdir) {
   std::error_code ec;
@@ -81,58 +157,36 @@ std::vector<fs::path> find_run_directories(const fs::path& logdir) {
 
 std::vector<RunStats> inspect_logdir(const fs::path& logdir, const InspectOptions& options) {
   std::vector<RunStats> runs;
-  for_each_event(
-      logdir, options, [&](const std::string& name, const fs::path& dir, EventReader& reader) {
-        RunStats run{.name = name, .directory = dir, .files = reader.files()};
-        std::map<std::string, TagStats> tags;
-        while (auto event = reader.next()) {
-          ++run.events;
-          if (event->session_log && event->session_log->status == SessionStatus::kStart) {
-            ++run.session_starts;
-          }
-          for (const EventValue& v : event->values) {
-            if (!options.tag.empty() && v.tag != options.tag) continue;
-            TagStats& t = tags[v.tag];
-            if (t.count == 0) {
-              t.tag = v.tag;
-              t.kind = v.kind;
-              t.min_step = t.max_step = event->step;
-            }
-            ++t.count;
-            t.min_step = std::min(t.min_step, event->step);
-            t.max_step = std::max(t.max_step, event->step);
-            if (!v.plugin_name.empty()) t.plugin_name = v.plugin_name;
-            if (v.kind == ValueKind::kScalar) t.last_value = v.scalar;
-            t.last_wall_time = event->wall_time;
-          }
-        }
-        for (auto& [tag, stats] : tags) run.tags.push_back(std::move(stats));
-        runs.push_back(std::move(run));
-      });
+  for (const fs::path& dir : find_run_directories(logdir)) {
+    inspect_run(logdir, dir, options, runs.emplace_back());
+  }
   return runs;
 }
 
-void print_runs(std::ostream& out, const std::vector<RunStats>& runs) {
-  if (runs.empty()) {
-    out << "No event files found.\n";
-    return;
+void print_run(std::ostream& out, const RunStats& run) {
+  std::string extra;
+  if (run.graphs > 0) extra += fmt::format(", {} graph{}", run.graphs, run.graphs == 1 ? "" : "s");
+  if (run.corrupt_records > 0) {
+    extra += fmt::format(", {} corrupt record{} skipped", run.corrupt_records,
+                         run.corrupt_records == 1 ? "" : "s");
   }
-  for (size_t r = 0; r < runs.size(); ++r) {
-    const RunStats& run = runs[r];
-    if (r > 0) out << "\n";
-    out << fmt::format("run {} ({}, {} file{}, {} event{})\n", run.name, run.directory.string(),
-                       run.files.size(), run.files.size() == 1 ? "" : "s", run.events,
-                       run.events == 1 ? "" : "s");
-    if (run.tags.empty()) {
-      out << "  no summary values\n";
-      continue;
-    }
+  out << fmt::format("run {} ({}, {} file{}, {} event{}{})\n", run.name, run.directory.string(),
+                     run.files.size(), run.files.size() == 1 ? "" : "s", run.events,
+                     run.events == 1 ? "" : "s", extra);
+  if (run.tags.empty()) {
+    out << "  no summary values\n";
+  } else {
     std::vector<std::array<std::string, 5>> rows = {{"tag", "kind", "count", "steps", "last"}};
     for (const TagStats& t : run.tags) {
       std::string steps = t.min_step == t.max_step ? fmt::format("{}", t.min_step)
                                                    : fmt::format("{}..{}", t.min_step, t.max_step);
-      rows.push_back({t.tag, value_kind_name(t.kind), fmt::format("{}", t.count), steps,
-                      t.last_value ? format_value(*t.last_value) : "-"});
+      std::string last = "-";
+      if (t.last_value) {
+        last = format_value(*t.last_value);
+      } else if (t.last_layout) {
+        last = layout_summary(*t.last_layout);
+      }
+      rows.push_back({t.tag, value_kind_name(t.kind), fmt::format("{}", t.count), steps, last});
     }
     std::array<size_t, 5> width{};
     for (const auto& row : rows) {
@@ -143,22 +197,29 @@ void print_runs(std::ostream& out, const std::vector<RunStats>& runs) {
                          width[1], row[2], width[2], row[3], width[3], row[4]);
     }
   }
+  for (const Purge& p : run.purges) out << "  " << describe_purge(p) << "\n";
 }
 
-void write_scalars_csv(std::ostream& out, const fs::path& logdir, const InspectOptions& options) {
+void print_runs(std::ostream& out, const std::vector<RunStats>& runs) {
+  if (runs.empty()) {
+    out << "No event files found.\n";
+    return;
+  }
+  for (size_t r = 0; r < runs.size(); ++r) {
+    if (r > 0) out << "\n";
+    print_run(out, runs[r]);
+  }
+}
+
+int64_t write_scalars_csv(std::ostream& out, const fs::path& logdir,
+                          const InspectOptions& options) {
   out << "run,tag,step,wall_time,value\n";
-  for_each_event(
-      logdir, options, [&](const std::string& name, const fs::path&, EventReader& reader) {
-        const std::string run = csv_field(name);
-        while (auto event = reader.next()) {
-          for (const EventValue& v : event->values) {
-            if (v.kind != ValueKind::kScalar) continue;
-            if (!options.tag.empty() && v.tag != options.tag) continue;
-            out << run << ',' << csv_field(v.tag) << ',' << event->step << ','
-                << fmt::format("{}", event->wall_time) << ',' << format_value(v.scalar) << '\n';
-          }
-        }
-      });
+  int64_t rows = 0;
+  for (const fs::path& dir : find_run_directories(logdir)) {
+    RunStats run;
+    rows += inspect_run(logdir, dir, options, run, &out);
+  }
+  return rows;
 }
 
 }  // namespace trainhooks::summary

@@ -50,6 +50,11 @@ void finish_record(std::string& out, size_t record_start) {
   out.append(footer, kRecordFooterSize);
 }
 
+uint64_t framed_size(const char* header) {
+  return kRecordHeaderSize + load_le64(reinterpret_cast<const unsigned char*>(header)) +
+         kRecordFooterSize;
+}
+
 void append_record(std::string& out, std::string_view data) {
   size_t start = begin_record(out);
   out.append(data);

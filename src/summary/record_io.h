@@ -25,6 +25,9 @@ void append_record(std::string& out, std::string_view data);
 size_t begin_record(std::string& out);
 void finish_record(std::string& out, size_t record_start);
 
+// The whole size (header, data, footer) of the finished record whose header starts at `header`.
+uint64_t framed_size(const char* header);
+
 class RecordFileReader {
  public:
   enum class Status {

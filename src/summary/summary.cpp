@@ -99,6 +99,8 @@ const char* value_kind_name(ValueKind kind) {
       return "text";
     case ValueKind::kTensor:
       return "tensor";
+    case ValueKind::kLayout:
+      return "layout";
   }
   return "?";
 }

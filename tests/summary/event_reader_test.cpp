@@ -175,6 +175,89 @@ TEST_F(EventReaderTest, MissingPathThrowsNamingIt) {
   }
 }
 
+std::string delimited(int field, const std::string& payload) {
+  return bytes({field << 3 | 2, static_cast<int>(payload.size())}) + payload;
+}
+
+// What `reader` says (the error message) when it reads on.
+std::string error_reading(EventReader& reader) {
+  try {
+    while (reader.next()) {
+    }
+  } catch (const EventFileError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST_F(EventReaderTest, FileThatIsNotAnEventFileIsAnErrorNamingIt) {
+  write_bytes(file("README.md"), "# Not an event file\nJust text.\n");
+  EventReader reader(file("README.md"));
+  EXPECT_EQ(error_reading(reader), file("README.md").string() +
+                                       " is not an event file: its first record fails its checks "
+                                       "(length CRC mismatch)");
+  auto log = std::make_shared<CapturingLogSink>();
+  EventReader skipping(file("README.md"), {.skip_corrupt = true, .env = {.log = log}});
+  EXPECT_EQ(error_reading(skipping),
+            file("README.md").string() +
+                " is not an event file: its first record fails its "
+                "checks (length CRC mismatch) and no valid record follows");
+}
+
+TEST_F(EventReaderTest, OtherTfRecordFilesAreNotEventFiles) {
+  // A tf.Example-like record: field 1 length-delimited, which an Event does not have.
+  write_bytes(file("data.tfrecord"), framed(delimited(1, delimited(1, "features"))));
+  EventReader reader(file("data.tfrecord"));
+  EXPECT_EQ(error_reading(reader), file("data.tfrecord").string() +
+                                       " is not an event file: its first record has none of an "
+                                       "Event's fields");
+}
+
+TEST_F(EventReaderTest, PartialLastRecordIsListedWithItsOffsetAndSizeUntilCompleted) {
+  const std::string last = framed(bytes({0x10, 0x07}));
+  write_bytes(file(), version_record() + last.substr(0, 5));
+  EventReader reader(file());
+  while (reader.next()) {
+  }
+  ASSERT_EQ(reader.partial_records().size(), 1u);
+  EXPECT_EQ(reader.partial_records()[0].file, file());
+  EXPECT_EQ(reader.partial_records()[0].offset, version_record().size());
+  EXPECT_EQ(reader.partial_records()[0].bytes, 5u);
+  testing::append_bytes(file(), last.substr(5));
+  ASSERT_TRUE(reader.next().has_value());
+  EXPECT_FALSE(reader.next().has_value());
+  EXPECT_TRUE(reader.partial_records().empty());
+}
+
+TEST_F(EventReaderTest, CustomScalarsLayoutIsALayoutNotText) {
+  const std::string chart = delimited(1, "a");
+  const std::string layout =
+      delimited(1, delimited(1, "losses") + delimited(2, chart) + delimited(2, chart)) +
+      delimited(1, delimited(1, "accuracy") + delimited(2, chart));
+  const std::string tensor = bytes({0x08, 0x07}) + delimited(8, layout);  // DT_STRING, string_val
+  write_bytes(file(), version_record() + framed(tensor_event(0, "custom_scalars__config__", tensor,
+                                                             "custom_scalars")));
+  auto events = read_events(file());
+  ASSERT_EQ(events.size(), 2u);
+  const EventValue& v = events[1].values.at(0);
+  EXPECT_EQ(v.kind, ValueKind::kLayout);
+  EXPECT_EQ(std::string(value_kind_name(v.kind)), "layout");
+  ASSERT_TRUE(v.layout.has_value());
+  EXPECT_EQ(v.layout->categories, (std::vector<std::string>{"losses", "accuracy"}));
+  EXPECT_EQ(v.layout->charts, 3);
+  EXPECT_TRUE(v.text.empty());
+}
+
+TEST_F(EventReaderTest, GraphEventsAreFlagged) {
+  write_bytes(file(), version_record() + framed(delimited(4, "graph")) +
+                          framed(delimited(9, "meta graph")));
+  auto events = read_events(file());
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_TRUE(events[1].graph_def);
+  EXPECT_FALSE(events[1].meta_graph_def);
+  EXPECT_TRUE(events[2].meta_graph_def);
+}
+
 // Files written by other tools; the expected contents are those listed in the folder's README.
 class SharedTestdataTest : public ::testing::Test {
  protected:

@@ -138,6 +138,53 @@ TEST(InspectErrorsTest, CorruptFileNamesFileAndOffset) {
   }
 }
 
+TEST(InspectErrorsTest, RunKeepsWhatWasReadBeforeTheError) {
+  TempDir dir;
+  std::filesystem::path file;
+  {
+    EventWriter w(dir.path(), fixed_clock(1.0));
+    for (int s = 1; s <= 3; ++s) w.add_scalar("x", 1.0f, s);
+    file = w.file_path();
+  }
+  std::string data = testing::read_bytes(file);
+  data[data.size() - 1] ^= 1;  // the last record's data CRC
+  testing::write_bytes(file, data);
+  for (bool purge : {false, true}) {
+    RunStats run;
+    InspectOptions options;
+    options.read.purge_orphaned_data = purge;
+    EXPECT_THROW(inspect_run(dir.path(), dir.path(), options, run), EventFileError);
+    EXPECT_EQ(run.events, 3);  // the version record and steps 1 and 2
+    ASSERT_EQ(run.tags.size(), 1u);
+    EXPECT_EQ(run.tags[0].count, 2);
+    EXPECT_EQ(run.tags[0].max_step, 2);
+  }
+}
+
+TEST(InspectPurgeTest, RestartLeavesOutOrphanedValuesAndPrintsThePurge) {
+  TempDir dir;
+  {
+    EventWriter w(dir.path(), fixed_clock(1.0));
+    w.add_session_log(SessionStatus::kStart, "", "", 1);
+    for (int s = 1; s <= 5; ++s) w.add_scalar("x", static_cast<float>(s), s);
+    w.add_session_log(SessionStatus::kStart, "", "", 3);
+    w.add_scalar("x", 30.0f, 3);
+  }
+  InspectOptions options;
+  options.read.purge_orphaned_data = true;
+  std::ostringstream out;
+  print_runs(out, inspect_logdir(dir.path(), options));
+  EXPECT_EQ(out.str(), "run . (" + dir.path().string() +
+                           ", 1 file, 9 events)\n"
+                           "  tag  kind    count  steps  last\n"
+                           "  x    scalar      3  1..3   30\n"
+                           "  restart at step 3 (SessionLog START): 3 earlier values with step "
+                           ">= 3 discarded\n");
+  std::ostringstream csv;
+  EXPECT_EQ(write_scalars_csv(csv, dir.path(), options), 3);
+  EXPECT_EQ(csv.str(), "run,tag,step,wall_time,value\n.,x,1,1,1\n.,x,2,1,2\n.,x,3,1,30\n");
+}
+
 TEST(InspectSharedTestdataTest, ListsEveryTagOfTheForeignFiles) {
   if (!std::filesystem::is_directory(testing::shared_tfevents_dir())) {
     GTEST_SKIP() << "shared test data not found at " << testing::shared_tfevents_dir();

@@ -3,14 +3,23 @@
 //
 // Every record's length and data CRCs are verified. A corrupt record throws EventFileError
 // naming the file and the byte offset, or, with ReadOptions::skip_corrupt, is logged as a
-// warning through ReadOptions::env and skipped. A record cut short by the end of a file (a writer still writing, or
-// killed mid-write) ends that file quietly; calling next() again later picks up records appended
-// meanwhile. A directory's event files are those whose names contain "tfevents" (as TensorBoard
-// decides), read in name order; subdirectories are not entered.
+// warning through ReadOptions::env and skipped. A file whose first record is not a valid Event
+// record is not an event file: EventFileError ("<file> is not an event file: ..."), also with
+// skip_corrupt unless a valid record follows. A record cut short by the end of a file (a writer
+// still writing, or killed mid-write) ends that file quietly and is listed by partial_records();
+// calling next() again later picks up records appended meanwhile. A directory's event files are
+// those whose names contain "tfevents" (as TensorBoard decides), read in name order;
+// subdirectories are not entered.
+//
+// next() returns every event as it is in the files. TensorBoard also drops the values that a
+// restart orphaned (see restart_filter.h); read_events() does so with
+// ReadOptions::purge_orphaned_data.
 //
 // Values are decoded into plain structs. Scalars are recognised in both forms: TF1-style
 // simple_value and TF2-style rank-0 numeric tensors (tensor_content or *_val). Plugin metadata
-// appears on a tag's first value only, so the reader remembers each tag's plugin.
+// appears on a tag's first value only, so the reader remembers each tag's plugin. A
+// custom_scalars layout (a serialized Layout proto in a string tensor) is a kLayout value, not
+// text. Graph events (graph_def, meta_graph_def) are flagged, their contents not decoded.
 //
 //   trainhooks::summary::EventReader reader("runs/exp1");
 //   while (auto event = reader.next())
@@ -62,6 +71,12 @@ struct ImageValue {
   std::string encoded{};  // PNG (or whatever the writer stored)
 };
 
+// A custom_scalars plugin layout: the dashboard's categories and their charts.
+struct LayoutValue {
+  std::vector<std::string> categories{};  // titles, in order
+  int64_t charts = 0;                     // over all categories
+};
+
 struct EventValue {
   std::string tag{};
   ValueKind kind = ValueKind::kNone;
@@ -71,6 +86,7 @@ struct EventValue {
   std::optional<HistogramValue> histogram{};  // kHistogram stored as HistogramProto
   std::optional<ImageValue> image{};          // kImage stored as Summary.Image
   std::string text{};                         // kText; several strings joined by '\n'
+  std::optional<LayoutValue> layout{};        // kLayout
 };
 
 struct SessionLogValue {
@@ -84,6 +100,8 @@ struct Event {
   int64_t step = 0;
   std::string file_version{};  // "brain.Event:2" on a file's first record
   std::optional<SessionLogValue> session_log{};
+  bool graph_def = false;            // a graph event (its GraphDef is not decoded)
+  bool meta_graph_def = false;       // a meta graph event
   std::vector<EventValue> values{};  // of a summary event
   uint64_t offset = 0;               // of the record in its file
 };
@@ -94,6 +112,16 @@ struct ReadOptions {
   // Each skipped record is reported as a warning to env.log (null: stderr,
   // `WARNING:trainhooks:<message>`).
   Env env{};
+  // read_events() and inspect.h only (next() streams the files as they are): leave out the
+  // values a restart orphaned, as TensorBoard does (RestartFilter).
+  bool purge_orphaned_data = false;
+};
+
+// The end of a file that holds the start of a record but not all of it.
+struct PartialRecord {
+  std::filesystem::path file{};
+  uint64_t offset = 0;  // where the partial record starts
+  uint64_t bytes = 0;   // how many of its bytes the file holds
 };
 
 class EventReader {
@@ -113,13 +141,16 @@ class EventReader {
   const std::filesystem::path& current_file() const;
   // Corrupt records skipped so far (skip_corrupt only).
   int64_t corrupt_records() const;
+  // The files read so far that end in a partial record (the normal state of a file being
+  // written), as they were when next() last reached their end.
+  const std::vector<PartialRecord>& partial_records() const;
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 
-// Every event of a file or directory.
+// Every event of a file or directory; with options.purge_orphaned_data, those TensorBoard shows.
 std::vector<Event> read_events(const std::filesystem::path& path, const ReadOptions& options = {});
 
 // True when a file name is that of an event file (contains "tfevents").

@@ -12,6 +12,14 @@
 // close() writes what is queued and stops the thread; later events are dropped with a warning
 // (logged once per close). reopen() starts a new file after close(); it does nothing otherwise.
 //
+// A failed write (a full disk, an I/O error) never leaves a torn record inside the file: a write
+// that stopped part-way is cut back to the last whole record (or, if the file cannot be cut,
+// completed by the next attempt), so every record written once space returns is readable. The
+// events not written are kept and retried on the next write, up to 4 MiB; beyond that they are
+// dropped. A run of failures is logged when it starts, when it first drops events and when it
+// ends (with the number dropped), never per event; close() while writes still fail drops what is
+// left and logs the count at ERROR.
+//
 //   trainhooks::summary::EventWriter writer("runs/exp1", {.flush_secs = 30});
 //   writer.add_scalar("loss", loss.item<float>(), step);
 //   writer.add_histogram("fc/weight", fc->weight, step);
@@ -34,6 +42,7 @@
 #include <string_view>
 
 #include "trainhooks/env.h"
+#include "trainhooks/summary/event_file_io.h"
 #include "trainhooks/summary/summary.h"
 
 namespace trainhooks::summary {
@@ -49,6 +58,8 @@ struct EventWriterOptions {
   // (dropped events, failed writes), from the calling or the writer thread. Null members: the
   // system's (stderr as `WARNING:trainhooks:<message>`).
   Env env{};
+  // The calls made on the open file; null: the operating system's.
+  std::shared_ptr<EventFileIo> file_io{};
 };
 
 class EventWriter {
@@ -79,7 +90,8 @@ class EventWriter {
   void add_summary(const Summary& summary, int64_t step);
   void add_summary(Summary&& summary, int64_t step);
 
-  // Returns once every event added before the call is in the file (handed to the OS).
+  // Returns once every event added before the call is in the file (handed to the OS), or, while
+  // writes fail, kept for the next attempt.
   void flush();
   void close();
   void reopen();
@@ -88,7 +100,7 @@ class EventWriter {
   const std::filesystem::path& logdir() const;
   // The file being written, or the last one after close().
   std::filesystem::path file_path() const;
-  // Events dropped because the writer was closed.
+  // Events dropped because the writer was closed or because writes kept failing.
   int64_t dropped_events() const;
 
  private:

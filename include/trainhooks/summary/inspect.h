@@ -3,12 +3,15 @@
 //
 // A run is a directory holding event files: the log directory itself (named ".") and every
 // subdirectory below it (named by its path relative to the log directory). `trainhooks events`
-// prints these; the functions are public so tools and tests can use them directly.
+// prints these; the functions are public so tools and tests can use them directly. With
+// options.read.purge_orphaned_data the values a restart orphaned are left out, as TensorBoard
+// leaves them out (restart_filter.h), and each run lists the purges.
 //
 //   auto runs = trainhooks::summary::inspect_logdir("runs", {.tag = "loss"});
 //   trainhooks::summary::print_runs(std::cout, runs);
 //
-// Errors: EventFileError for a missing directory or a corrupt record (naming file and offset).
+// Errors: EventFileError for a missing directory, a file that is not an event file or a corrupt
+// record (naming file and offset).
 #pragma once
 
 #include <cstdint>
@@ -19,6 +22,7 @@
 #include <vector>
 
 #include "trainhooks/summary/event_reader.h"
+#include "trainhooks/summary/restart_filter.h"
 
 namespace trainhooks::summary {
 
@@ -29,6 +33,7 @@ struct TagStats {
   int64_t count = 0;
   int64_t min_step = 0, max_step = 0;
   std::optional<double> last_value{};  // scalars: the value of the last event read
+  std::optional<LayoutValue> last_layout{};  // custom_scalars layouts: the last one
   double last_wall_time = 0;
 };
 
@@ -36,9 +41,13 @@ struct RunStats {
   std::string name{};  // "." for the log directory itself
   std::filesystem::path directory{};
   std::vector<std::filesystem::path> files{};
-  int64_t events = 0;
+  int64_t events = 0;  // records read, whatever a purge discarded
   int64_t session_starts = 0;
-  std::vector<TagStats> tags{};  // sorted by tag
+  int64_t graphs = 0;                            // graph_def and meta_graph_def events
+  int64_t corrupt_records = 0;                   // skipped (ReadOptions::skip_corrupt)
+  std::vector<PartialRecord> partial_records{};  // files ending in a partial record
+  std::vector<Purge> purges{};                   // ReadOptions::purge_orphaned_data
+  std::vector<TagStats> tags{};                  // sorted by tag
 };
 
 struct InspectOptions {
@@ -50,15 +59,25 @@ struct InspectOptions {
 // A path to one event file is a single run named after the file.
 std::vector<std::filesystem::path> find_run_directories(const std::filesystem::path& logdir);
 
+// Every run, in order; throws at the first error.
 std::vector<RunStats> inspect_logdir(const std::filesystem::path& logdir,
                                      const InspectOptions& options = {});
 
-// One block per run: its files and event count, then a table of tags.
+// One run (a directory from find_run_directories(logdir)) into `out`. With `csv`, also writes
+// the run's scalar rows there (see write_scalars_csv; no header) and returns how many. When
+// reading fails, `out` (and `csv`) hold what was read before the error, which is then rethrown.
+int64_t inspect_run(const std::filesystem::path& logdir, const std::filesystem::path& run,
+                    const InspectOptions& options, RunStats& out, std::ostream* csv = nullptr);
+
+// One block per run: its files and event count (graphs and skipped corrupt records when there
+// are any), a table of tags, and a line per purge.
 void print_runs(std::ostream& out, const std::vector<RunStats>& runs);
+void print_run(std::ostream& out, const RunStats& run);
 
 // `run,tag,step,wall_time,value` rows (with a header) for every scalar value in read order.
-// Fields with commas or quotes are quoted; values print in the shortest exact form.
-void write_scalars_csv(std::ostream& out, const std::filesystem::path& logdir,
-                       const InspectOptions& options = {});
+// Fields with commas or quotes are quoted; values print in the shortest exact form. Returns the
+// number of rows.
+int64_t write_scalars_csv(std::ostream& out, const std::filesystem::path& logdir,
+                          const InspectOptions& options = {});
 
 }  // namespace trainhooks::summary

@@ -28,8 +28,9 @@
 namespace trainhooks::summary {
 
 // What a summary value holds, as a reader sees it.
-enum class ValueKind { kNone, kScalar, kHistogram, kImage, kAudio, kText, kTensor };
-// "none", "scalar", "histogram", "image", "audio", "text", "tensor".
+// kLayout: a custom_scalars dashboard layout.
+enum class ValueKind { kNone, kScalar, kHistogram, kImage, kAudio, kText, kTensor, kLayout };
+// "none", "scalar", "histogram", "image", "audio", "text", "tensor", "layout".
 const char* value_kind_name(ValueKind kind);
 
 // SessionLog.status: TensorBoard drops points logged after a START with a higher step than it.
