@@ -78,7 +78,10 @@ std::string file_names(const std::vector<std::string>& paths) {
 
 // Rethrows a trainhooks error with context, keeping its type.
 [[noreturn]] void rethrow_with(const Error& e, const std::string& context) {
-  throw_error(e.code(), fmt::format("{}: {}", context, e.what()));
+  std::string message = fmt::format("{}: {}", context, e.what());
+  // FileError shares kUnknown with UnknownError; keep its type, which recovery never retries.
+  if (dynamic_cast<const FileError*>(&e)) throw FileError(message);
+  throw_error(e.code(), message);
 }
 
 CheckpointManagerOptions checked(CheckpointManagerOptions o) {

@@ -89,6 +89,22 @@ TEST_F(CheckpointManagerTest, SaveWritesTheNamedCheckpointAndListsIt) {
   EXPECT_EQ(other.g.global_step_value(), 2);
 }
 
+TEST_F(CheckpointManagerTest, AStateFileThatCannotBeReplacedKeepsItsErrorType) {
+  // The file system's refusal ends training (recovery never retries it): the manager's context
+  // added to the message keeps the error's type.
+  Model m;
+  th::Session s(m.g);
+  th::CheckpointManager manager(dir.path(), manager_options());
+  manager.save(s, 0);
+  fs::remove(dir.file("checkpoint"));
+  fs::create_directory(dir.file("checkpoint"));
+  fs::create_directory(dir.file("checkpoint") + "/inside");  // a directory rename cannot replace
+  const std::string message =
+      th::testing::error_message<th::FailedPreconditionError>([&] { manager.save(s, 1); });
+  EXPECT_THAT(message, AllOf(HasSubstr("Cannot write checkpoint state '" + dir.file("checkpoint")),
+                             HasSubstr("Is a directory")));
+}
+
 TEST_F(CheckpointManagerTest, MaxToKeepDeletesTheOldest) {
   Model m;
   th::Session s(m.g);
