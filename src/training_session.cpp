@@ -130,6 +130,7 @@ MonitoredTrainingSession::Parts MonitoredTrainingSession::assemble(
   parts.options = MonitoredSessionOptions{.stop_grace_period_secs = o.stop_grace_period_secs,
                                           .env = o.env,
                                           .max_recovery_attempts = o.max_recovery_attempts,
+                                          .recovery_backoff_secs = o.recovery_backoff_secs,
                                           .stop_policy = o.stop_policy};
 
   // The chief's checkpoints: one manager of checkpoint_dir, which restores at creation and which

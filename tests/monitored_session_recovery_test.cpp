@@ -215,6 +215,20 @@ TEST(MonitoredSessionRecoveryTest, RecoveryIsBoundedWithBackoff) {
                 "Giving up after 4 consecutive attempts to recover the session. Error: always"}));
 }
 
+TEST(MonitoredSessionRecoveryTest, MonitoredTrainingSessionPassesTheRecoveryBounds) {
+  Fixture f;
+  f.hook->on_before_run = [](ScriptedHook&) { throw th::AbortedError("always"); };
+  th::MonitoredTrainingSession sess(f.m.g, {.hooks = {f.hook},
+                                            .log_step_count_steps = 0,
+                                            .handle_preemption_signals = false,
+                                            .env = f.fake.env(),
+                                            .max_recovery_attempts = 3,
+                                            .recovery_backoff_secs = 0.25});
+  EXPECT_THROW(sess.run(f.m.train, f.m.feed()), th::AbortedError);
+  EXPECT_EQ(f.hook->creations, 4);
+  EXPECT_EQ(f.fake.sleeper->sleeps(), (std::vector<double>{0.25, 0.5}));
+}
+
 TEST(MonitoredSessionRecoveryTest, SuccessfulRunResetsTheRecoveryCount) {
   Fixture f;
   int calls = 0;

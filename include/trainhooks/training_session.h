@@ -65,6 +65,7 @@ struct MonitoredTrainingSessionOptions {
   Env env;
   // Passed to the engine (monitored_session.h): recovery bounds and the stop policy.
   int max_recovery_attempts = 10;
+  double recovery_backoff_secs = 1;
   std::shared_ptr<StopPolicy> stop_policy;
 };
 
