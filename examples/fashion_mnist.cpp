@@ -19,6 +19,12 @@
 //
 //   fashion_mnist [--minutes 3 | --steps N] [--data-dir DIR] [--logdir DIR] [--batch-size 64]
 //                 [--lr 0.002] [--optimizer adam|sgd] [--warmup-steps 200] [--eval-every N]
+//                 [--preempted-exit-code N] ...
+//
+// Exit status: 0 when the run is complete; 1 on an error, said in one line
+// (`fashion_mnist: <what>`, naming the file and the cause); 2 for a usage error; after SIGTERM
+// or SIGINT (stopped after the current step, checkpoint saved), 128 + the signal (143, 130) or
+// --preempted-exit-code.
 #include <malloc.h>
 #include <torch/torch.h>
 
@@ -62,6 +68,7 @@ struct Flags {
   uint64_t seed = 0;
   bool progress = true;
   std::string regularize = "auto";
+  std::optional<int> preempted_exit_code;  // default: 128 + the signal
 };
 
 using fashion_mnist::Net;
@@ -92,13 +99,21 @@ fashion_mnist::NetOptions net_options(bool regularize) {
 }
 
 std::optional<Plan> read_plan(const fs::path& path) {
+  if (!fs::exists(path)) return std::nullopt;
   std::ifstream in(path);
-  if (!in) return std::nullopt;
+  if (!in) throw th::FileError(fmt::format("Cannot read the plan {}", path.string()));
+  const auto not_a_plan = [&] {
+    return th::DataLossError(fmt::format("{}: not a plan written by fashion_mnist", path.string()));
+  };
   auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.contains("total_steps") || !j.contains("batch_size"))
-    throw th::DataLossError(fmt::format("{}: not a plan written by fashion_mnist", path.string()));
-  return Plan{j["total_steps"].get<int64_t>(), j["batch_size"].get<int64_t>(),
-              j.value("regularize", false)};
+  if (j.is_discarded() || !j.is_object() || !j.contains("total_steps") || !j.contains("batch_size"))
+    throw not_a_plan();
+  try {
+    return Plan{j["total_steps"].get<int64_t>(), j["batch_size"].get<int64_t>(),
+                j.value("regularize", false)};
+  } catch (const nlohmann::json::exception&) {  // a field of the wrong type
+    throw not_a_plan();
+  }
 }
 
 void write_plan(const fs::path& path, const Plan& plan) {
@@ -345,16 +360,27 @@ int run(const Flags& f) {
   const int64_t first_step = g.global_step_value();
   if (first_step > 0) std::cout << fmt::format("Resumed at step {}\n", first_step);
   while (!sess.should_stop()) sess.run(train_op);
-  sess.close();
+  // The final checkpoint and evaluation: closed explicitly, so that a failure (a full disk) ends
+  // the program with an error instead of a line in the destructor's log.
+  try {
+    sess.close();
+  } catch (const std::exception& e) {
+    std::string error = e.what();
+    if (const std::string lost = sess.unsaved_steps(); !lost.empty()) {
+      if (error.ends_with('.')) error.pop_back();
+      error += "; " + lost;
+    }
+    throw th::UnknownError(error);
+  }
   std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
 
   const int64_t step = g.global_step_value();
-  if (preemption->stopped_by_signal()) {
+  if (const int sig = sess.stopped_by_signal()) {
     std::cout << fmt::format(
         "Stopped by {} at step {} of {}; the checkpoint is in {}. Run the same command again to "
         "continue.\n",
-        th::signal_name(preemption->stopped_by_signal()), step, plan->total_steps, f.logdir);
-    return 128 + preemption->stopped_by_signal();
+        th::signal_name(sig), step, plan->total_steps, f.logdir);
+    return f.preempted_exit_code.value_or(th::exit_status_for_signal(sig));
   }
   auto acc = th::metrics_board(g).latest("eval/accuracy");
   std::cout << fmt::format(
@@ -366,10 +392,19 @@ int run(const Flags& f) {
 
 }  // namespace
 
+// CLI11 takes the argument after a flag as its value even when it is the next flag: a value left
+// out (`--steps --logdir x`) is said as such.
+std::string flag_as_value(const std::string& value) {
+  if (value.size() > 2 && value.starts_with("--"))
+    return fmt::format("value missing (the next argument is the flag '{}')", value);
+  return {};
+}
+
 // CLI11's own range checks print the range of a double (1.8e308 in full): say it plainly.
 CLI::Validator number_check(bool allow_zero) {
   return CLI::Validator(
       [allow_zero](std::string& value) -> std::string {
+        if (std::string e = flag_as_value(value); !e.empty()) return e;
         try {
           size_t used = 0;
           const double x = std::stod(value, &used);
@@ -385,10 +420,13 @@ CLI::Validator number_check(bool allow_zero) {
 int main(int argc, char** argv) {
   Flags f;
   const CLI::Validator positive = number_check(false), non_negative = number_check(true);
+  const CLI::Validator not_a_flag(flag_as_value, "");
   CLI::App app{"Trains a small CNN on Fashion-MNIST with trainhooks' MonitoredTrainingSession."};
   app.add_option("--data-dir", f.data_dir, "Directory of the IDX files (gzip or plain)")
+      ->check(not_a_flag)
       ->capture_default_str();
   app.add_option("--logdir", f.logdir, "Checkpoints, summaries and the run's plan")
+      ->check(not_a_flag)
       ->capture_default_str();
   auto* minutes = app.add_option("--minutes", f.minutes, "Training budget in minutes")
                       ->check(positive)
@@ -419,9 +457,13 @@ int main(int argc, char** argv) {
                  "epochs)")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
+  app.add_option("--preempted-exit-code", f.preempted_exit_code,
+                 "Exit status after SIGTERM or SIGINT (default: 128 + the signal: 143, 130)")
+      ->check(not_a_flag)
+      ->check(CLI::Range(0, 255));
   try {
     app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
+  } catch (const CLI::Success& e) {  // --help
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::cerr << "fashion_mnist: " << e.what() << " (see --help)\n";

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "trainhooks/errors.h"
+#include "trainhooks/preemption.h"
 
 namespace trainhooks {
 
@@ -38,6 +39,20 @@ RunResults StepContext::run_with_hooks(const Fetches& fetches, const Feeds& feed
 }
 
 // ---- MonitoredSession -------------------------------------------------------------------------
+
+namespace {
+
+std::string what(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "unknown error";
+  }
+}
+
+}  // namespace
 
 MonitoredSession::MonitoredSession(std::unique_ptr<SessionCreator> creator, Hooks hooks,
                                    MonitoredSessionOptions options)
@@ -74,10 +89,20 @@ MonitoredSession::MonitoredSession(std::unique_ptr<SessionCreator> creator, Hook
 MonitoredSession::~MonitoredSession() {
   try {
     close();
-  } catch (const std::exception& e) {
-    env_.error(fmt::format("Error while closing the monitored session: {}", e.what()));
   } catch (...) {
-    env_.error("Error while closing the monitored session");
+    // A destructor cannot raise: the error is said here, with the work it lost, at ERROR.
+    std::string error = what(std::current_exception());
+    std::string lost;
+    try {
+      lost = unsaved_steps();
+    } catch (...) {
+      // The checkpoint list could not be read: the error alone.
+    }
+    if (!lost.empty()) {
+      if (error.ends_with('.')) error.pop_back();
+      error += "; " + lost + ".";
+    }
+    env_.error(fmt::format("Error while closing the monitored session: {}", error));
   }
 }
 
@@ -127,6 +152,10 @@ Session& MonitoredSession::raw_session() {
 
 namespace {
 
+constexpr double kMaxBackoffSecs = 60;
+// A signal is seen within this long during a backoff (the Env's sleeper is not interruptible).
+constexpr double kBackoffSliceSecs = 1;
+
 bool is_preemption(const std::exception_ptr& error) {
   try {
     std::rethrow_exception(error);
@@ -136,16 +165,6 @@ bool is_preemption(const std::exception_ptr& error) {
     return true;
   } catch (...) {
     return false;
-  }
-}
-
-std::string what(const std::exception_ptr& error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-    return "unknown error";
   }
 }
 
@@ -159,6 +178,10 @@ bool MonitoredSession::should_recover(std::exception_ptr& error) {
     if (root && is_preemption(root)) error = root;
   }
   if (!options_.recoverable || in_step_fn_ || closed_ || !is_preemption(error)) return false;
+  if (std::string reason = reason_not_to_recover(); !reason.empty()) {
+    env_.error(fmt::format("Not recovering the session: {}. Error: {}", reason, what(error)));
+    return false;
+  }
   if (recovery_attempts_ >= options_.max_recovery_attempts) {
     env_.error(fmt::format("Giving up after {} consecutive attempts to recover the session. Error: {}",
                            recovery_attempts_, what(error)));
@@ -170,10 +193,36 @@ bool MonitoredSession::should_recover(std::exception_ptr& error) {
       "server. The current session will be closed and a new session will be created. Error: {}",
       what(error)));
   if (recovery_attempts_ > 1 && options_.recovery_backoff_secs > 0) {
-    double wait = std::min(60.0, options_.recovery_backoff_secs * std::ldexp(1.0, recovery_attempts_ - 2));
-    env_.sleeper->sleep_for(wait);
+    backoff(std::min(kMaxBackoffSecs,
+                     options_.recovery_backoff_secs * std::ldexp(1.0, recovery_attempts_ - 2)));
+    if (std::string reason = reason_not_to_recover(); !reason.empty()) {
+      env_.error(fmt::format("Not recovering the session: {}. Error: {}", reason, what(error)));
+      return false;
+    }
   }
   return true;
+}
+
+std::string MonitoredSession::reason_not_to_recover() const {
+  // The process was asked to end: a new session would only be closed again, and a retry loop
+  // must not keep a preempted job alive.
+  if (const int sig = PreemptionHandler::received_signal()) {
+    return fmt::format("received {}", signal_name(sig));
+  }
+  // Training was going to stop anyway (a hook, a step function or a thread asked for it).
+  if (stop_requested_ || stop_decided_ ||
+      (coord_->should_stop() && !coord_->requested_exception())) {
+    return "a stop was requested";
+  }
+  return "";
+}
+
+void MonitoredSession::backoff(double seconds) {
+  while (seconds > 0 && PreemptionHandler::received_signal() == 0) {
+    const double slice = std::min(seconds, kBackoffSliceSecs);
+    env_.sleeper->sleep_for(slice);
+    seconds -= slice;
+  }
 }
 
 void MonitoredSession::reset_for_recovery() {
@@ -376,10 +425,19 @@ void MonitoredSession::close() {
   const bool unwinding = std::uncaught_exceptions() > uncaught_at_construction_;
   std::exception_ptr first_error;
   if (!unwinding && session_) {
-    try {
-      for (auto& h : hooks_) h->end(*session_);
-    } catch (...) {
-      first_error = std::current_exception();
+    // Every hook's end(), even after one failed: the final checkpoint is still written when a
+    // summary flush fails. The first error is raised, later ones are logged.
+    for (size_t i = 0; i < hooks_.size(); ++i) {
+      try {
+        hooks_[i]->end(*session_);
+      } catch (...) {
+        if (!first_error) {
+          first_error = std::current_exception();
+        } else {
+          env_.error(
+              fmt::format("hooks[{}].end() failed too: {}", i, what(std::current_exception())));
+        }
+      }
     }
   }
   try {
@@ -393,6 +451,19 @@ void MonitoredSession::close() {
   // After end(): a final checkpoint saved there still carries the hooks' state.
   hook_states_.clear();
   if (first_error) std::rethrow_exception(first_error);
+}
+
+std::string MonitoredSession::unsaved_steps() const {
+  if (!options_.last_checkpoint_step) return "";
+  Graph& g = creator_->graph();
+  if (!g.has_global_step()) return "";
+  const int64_t step = g.global_step_value();
+  const std::optional<int64_t> saved = options_.last_checkpoint_step();
+  if (!saved)
+    return step > 0 ? fmt::format("steps 1..{} were not saved (no checkpoint)", step) : "";
+  if (*saved >= step) return "";
+  return fmt::format("steps {}..{} since the last checkpoint (step {}) were not saved", *saved + 1,
+                     step, *saved);
 }
 
 // ---- SingularMonitoredSession -----------------------------------------------------------------

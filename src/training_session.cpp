@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "trainhooks/checkpoint/checkpoint_manager.h"
 #include "trainhooks/errors.h"
@@ -111,6 +114,15 @@ MonitoredTrainingSession::MonitoredTrainingSession(Parts parts)
     : MonitoredSession(std::move(parts.creator), std::move(parts.hooks), std::move(parts.options)) {
 }
 
+int MonitoredTrainingSession::stopped_by_signal() const {
+  for (const auto& h : hooks()) {
+    if (const auto* p = dynamic_cast<const PreemptionHook*>(h.get())) {
+      if (p->stopped_by_signal()) return p->stopped_by_signal();
+    }
+  }
+  return 0;
+}
+
 MonitoredTrainingSession::Parts MonitoredTrainingSession::assemble(
     Graph& graph, const MonitoredTrainingSessionOptions& o) {
   const ResolvedTrainingOptions r = resolve_training_options(o);
@@ -118,6 +130,7 @@ MonitoredTrainingSession::Parts MonitoredTrainingSession::assemble(
   parts.options = MonitoredSessionOptions{.stop_grace_period_secs = o.stop_grace_period_secs,
                                           .env = o.env,
                                           .max_recovery_attempts = o.max_recovery_attempts,
+                                          .recovery_backoff_secs = o.recovery_backoff_secs,
                                           .stop_policy = o.stop_policy};
 
   // The chief's checkpoints: one manager of checkpoint_dir, which restores at creation and which
@@ -130,6 +143,14 @@ MonitoredTrainingSession::Parts MonitoredTrainingSession::assemble(
     if (o.keep_checkpoint_every_n_hours)
       manager_options.keep_checkpoint_every_n_hours = *o.keep_checkpoint_every_n_hours;
     manager = std::make_shared<CheckpointManager>(r.checkpoint_dir, manager_options);
+  }
+  if (manager) {
+    // The newest checkpoint listed, so that a failed close() names the steps it lost.
+    parts.options.last_checkpoint_step = [manager]() -> std::optional<int64_t> {
+      const std::vector<std::string> listed = manager->checkpoints();
+      if (listed.empty()) return std::nullopt;
+      return CheckpointManager::step_of(listed.back());
+    };
   }
   if (r.is_chief) {
     SessionCreatorOptions creator_options{.env = o.env};

@@ -1,19 +1,30 @@
 // Recovery and stopping of the monitored session engine, case by case as TF's
 // monitored_session_test.py has them.
 #include <ATen/ATen.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "test_util.h"
+#include "trainhooks/checkpoint/saver.h"
 #include "trainhooks/coordinator.h"
 #include "trainhooks/errors.h"
 #include "trainhooks/monitored_session.h"
+#include "trainhooks/preemption.h"
 #include "trainhooks/stop_policy.h"
+#include "trainhooks/training_session.h"
 
 namespace th = trainhooks;
 
@@ -194,11 +205,28 @@ TEST(MonitoredSessionRecoveryTest, RecoveryIsBoundedWithBackoff) {
   EXPECT_EQ(th::testing::error_message<th::AbortedError>([&] { sess->run(f.m.train, f.m.feed()); }),
             "always");
   EXPECT_EQ(f.hook->creations, 5);  // the first session and 4 recoveries
-  EXPECT_EQ(f.fake.sleeper->sleeps(), (std::vector<double>{0.5, 1.0, 2.0}));
+  EXPECT_EQ(f.fake.log->messages(), std::vector<std::string>(4, kRecovering + "always"));
+  // Waits of 0.5, 1 and 2 s before the second, third and fourth attempts, in slices of at most
+  // a second so that a signal is seen.
+  EXPECT_EQ(f.fake.sleeper->sleeps(), (std::vector<double>{0.5, 1.0, 1.0, 1.0}));
   auto errors = f.fake.log->messages(th::LogLevel::kError);
   EXPECT_EQ(errors,
             (std::vector<std::string>{
                 "Giving up after 4 consecutive attempts to recover the session. Error: always"}));
+}
+
+TEST(MonitoredSessionRecoveryTest, MonitoredTrainingSessionPassesTheRecoveryBounds) {
+  Fixture f;
+  f.hook->on_before_run = [](ScriptedHook&) { throw th::AbortedError("always"); };
+  th::MonitoredTrainingSession sess(f.m.g, {.hooks = {f.hook},
+                                            .log_step_count_steps = 0,
+                                            .handle_preemption_signals = false,
+                                            .env = f.fake.env(),
+                                            .max_recovery_attempts = 3,
+                                            .recovery_backoff_secs = 0.25});
+  EXPECT_THROW(sess.run(f.m.train, f.m.feed()), th::AbortedError);
+  EXPECT_EQ(f.hook->creations, 4);
+  EXPECT_EQ(f.fake.sleeper->sleeps(), (std::vector<double>{0.25, 0.5}));
 }
 
 TEST(MonitoredSessionRecoveryTest, SuccessfulRunResetsTheRecoveryCount) {
@@ -223,6 +251,128 @@ TEST(MonitoredSessionRecoveryTest, FileErrorsAreNeverRetried) {
   EXPECT_THROW(sess->run(f.m.train, f.m.feed()), th::FileError);
   EXPECT_EQ(f.hook->creations, 1);
   EXPECT_TRUE(f.fake.log->messages().empty());
+}
+
+// Holds every free file descriptor of the process (below a lowered soft limit), so that the next
+// open() fails with EMFILE, "Too many open files"; gives them back at destruction.
+class FileDescriptorsExhausted {
+ public:
+  FileDescriptorsExhausted() {
+    ::getrlimit(RLIMIT_NOFILE, &saved_);
+    struct rlimit lowered = saved_;
+    lowered.rlim_cur = std::min<rlim_t>(saved_.rlim_cur, 1024);
+    ::setrlimit(RLIMIT_NOFILE, &lowered);
+    for (int fd; (fd = ::dup(STDERR_FILENO)) >= 0;) held_.push_back(fd);
+    errno_ = errno;
+  }
+  ~FileDescriptorsExhausted() {
+    for (int fd : held_) ::close(fd);
+    ::setrlimit(RLIMIT_NOFILE, &saved_);
+  }
+  int error() const { return errno_; }
+
+ private:
+  struct rlimit saved_ {};
+  std::vector<int> held_;
+  int errno_ = 0;
+};
+
+// The case: a save that keeps failing with a file error once retried forever. It ends
+// training with the error instead: no new session, no retry, no log of a recovery.
+TEST(MonitoredSessionRecoveryTest, ASaveFailingWithTooManyOpenFilesEndsTraining) {
+  th::testing::TempDir dir;
+  Fixture f;
+  th::MonitoredTrainingSession sess(f.m.g, {.checkpoint_dir = dir.path(),
+                                            .hooks = {f.hook},
+                                            .save_checkpoint_steps = 1,
+                                            .save_summaries_steps = 0,
+                                            .log_step_count_steps = 0,
+                                            .handle_preemption_signals = false,
+                                            .env = f.fake.env()});
+  sess.run(f.m.train, f.m.feed());
+  std::string message;
+  {
+    FileDescriptorsExhausted exhausted;
+    ASSERT_EQ(exhausted.error(), EMFILE);
+    // The save of step 2, in the CheckpointSaverHook's after_run, cannot open its file.
+    message = th::testing::error_message<th::ResourceExhaustedError>(
+        [&] { sess.run(f.m.train, f.m.feed()); });
+  }
+  EXPECT_THAT(message, ::testing::HasSubstr(dir.path() + "/"));
+  EXPECT_THAT(message, ::testing::HasSubstr("Too many open files"));
+  EXPECT_EQ(f.hook->creations, 1);
+  EXPECT_EQ(f.step(), 2);
+  for (const auto& line : f.fake.log->messages())
+    EXPECT_EQ(line.find("An error was raised"), std::string::npos) << line;
+  EXPECT_TRUE(f.fake.sleeper->sleeps().empty());
+  // The checkpoint before is intact and still the newest; the failed one left no file.
+  EXPECT_EQ(th::Saver::latest_checkpoint(dir.path()), dir.file("model.ckpt-1"));
+  for (const auto& e : std::filesystem::directory_iterator(dir.path()))
+    EXPECT_EQ(e.path().filename().string().find("model.ckpt-2"), std::string::npos) << e.path();
+}
+
+// Raises `signal` on its `at`-th sleep (counting from 1), then sleeps as a FakeSleeper does.
+struct SignallingSleeper : th::Sleeper {
+  int signal, at, calls = 0;
+  std::vector<double> sleeps;
+  SignallingSleeper(int s, int n) : signal(s), at(n) {}
+  void sleep_for(double seconds) override {
+    sleeps.push_back(seconds);
+    if (++calls == at) std::raise(signal);
+  }
+};
+
+TEST(MonitoredSessionRecoveryTest, ASignalDuringTheBackoffEndsRecovery) {
+  Fixture f;
+  th::PreemptionHandler handler;  // records the signal instead of ending the process
+  auto sleeper = std::make_shared<SignallingSleeper>(SIGTERM, 3);
+  f.hook->on_before_run = [](ScriptedHook&) { throw th::AbortedError("always"); };
+  auto env = f.fake.env();
+  env.sleeper = sleeper;
+  auto sess = std::make_unique<th::MonitoredSession>(
+      std::make_unique<th::ChiefSessionCreator>(f.m.g, th::SessionCreatorOptions{.env = env}),
+      th::Hooks{f.hook}, th::MonitoredSessionOptions{.env = env, .recovery_backoff_secs = 8});
+  EXPECT_EQ(th::testing::error_message<th::AbortedError>([&] { sess->run(f.m.train, f.m.feed()); }),
+            "always");
+  th::PreemptionHandler::clear();
+  // The first retry at once; the second's 8 s wait ended by SIGTERM after its third second.
+  EXPECT_EQ(f.hook->creations, 2);
+  EXPECT_EQ(sleeper->sleeps, (std::vector<double>{1.0, 1.0, 1.0}));
+  EXPECT_EQ(f.fake.log->messages(), std::vector<std::string>(2, kRecovering + "always"));
+  EXPECT_EQ(
+      f.fake.log->messages(th::LogLevel::kError),
+      (std::vector<std::string>{"Not recovering the session: received SIGTERM. Error: always"}));
+}
+
+TEST(MonitoredSessionRecoveryTest, ASignalReceivedBeforeTheErrorPreventsRecovery) {
+  Fixture f;
+  th::PreemptionHandler handler;
+  f.hook->on_before_run = [](ScriptedHook&) {
+    std::raise(SIGTERM);
+    throw th::UnavailableError("peer gone");
+  };
+  auto sess = f.session();
+  EXPECT_THROW(sess->run(f.m.train, f.m.feed()), th::UnavailableError);
+  th::PreemptionHandler::clear();
+  EXPECT_EQ(f.hook->creations, 1);
+  EXPECT_TRUE(f.fake.log->messages().empty());
+  EXPECT_EQ(
+      f.fake.log->messages(th::LogLevel::kError),
+      (std::vector<std::string>{"Not recovering the session: received SIGTERM. Error: peer gone"}));
+}
+
+TEST(MonitoredSessionRecoveryTest, AStopRequestedBeforeTheErrorPreventsRecovery) {
+  Fixture f;
+  f.hook->on_after_run = [](ScriptedHook& h) {
+    h.coord->request_stop();  // training is ending anyway
+    throw th::AbortedError("peer gone");
+  };
+  auto sess = f.session();
+  EXPECT_THROW(sess->run(f.m.train, f.m.feed()), th::AbortedError);
+  EXPECT_EQ(f.hook->creations, 1);
+  EXPECT_EQ(f.fake.log->messages(th::LogLevel::kError),
+            (std::vector<std::string>{
+                "Not recovering the session: a stop was requested. Error: peer gone"}));
 }
 
 TEST(MonitoredSessionRecoveryTest, RunStepFnRerunsTheWholeStepFunctionOnAborted) {

@@ -15,22 +15,32 @@
 // reports the decision. The run that hit the end of input returns empty results marked
 // end_of_input(), and the loop ends cleanly; a run after a stop is a RuntimeError.
 //
-// Recovery (TF's _RecoverableSession). AbortedError and UnavailableError raised by a run, a hook
-// or stored in the Coordinator by another thread (checked by should_stop() and run()) close the
-// session, make a new Coordinator and session (the chief restores the latest checkpoint) and retry
-// the same call, logging why; a CancelledError or other error whose root cause in the Coordinator
-// is one of those recovers the same way. run_step_fn re-runs the whole step function. Other errors
-// from the Coordinator are raised by the next should_stop() or run(). Recovery is bounded
-// (max_recovery_attempts consecutive attempts, with backoff through the Env's sleeper);
-// SingularMonitoredSession does not recover.
+// Recovery (TF's _RecoverableSession) is for a lost session, not for a failing disk.
+// AbortedError and UnavailableError raised by a run, a hook or stored in the Coordinator by another
+// thread (checked by should_stop() and run()) close the session, make a new Coordinator and
+// session (the chief restores the latest checkpoint) and retry the same call, logging each attempt
+// once; a CancelledError or other error whose root cause in the Coordinator is one of those
+// recovers the same way. run_step_fn re-runs the whole step function. Every other error, file
+// errors included (FileError, ResourceExhaustedError, FailedPreconditionError), ends training: it
+// is raised to the caller. Other errors from the Coordinator are raised by the next should_stop()
+// or run(). Recovery is bounded: max_recovery_attempts consecutive attempts, the later ones after
+// a backoff through the Env's sleeper; a SIGTERM or SIGINT recorded by a PreemptionHandler
+// (preemption.h) or a stop already requested ends it, before an attempt and during the backoff,
+// and the error is raised. SingularMonitoredSession does not recover.
 //
-// close() is idempotent: end() of every hook on a clean close, then the Coordinator's threads are
-// joined, the hooks' state is unregistered from the graph (on every path, also when construction
-// fails) and a stored error re-raised. The destructor closes, skipping end() while an exception
-// unwinds, and logs what close() raised.
+// close() is idempotent: end() of every hook on a clean close (each one, even after another's
+// failed, so a failing summary flush does not skip the final checkpoint), then the Coordinator's
+// threads are joined, the hooks' state is unregistered from the graph (on every path, also when
+// construction fails) and the first error re-raised. The destructor closes, skipping end() while
+// an exception unwinds; as it cannot throw, it logs what close() raised at ERROR with the steps
+// that were lost:
+//   Error while closing the monitored session: <error>; steps 51..100 since the last checkpoint
+//   (step 50) were not saved.
+// A program calls close() itself to see the error (and exit with a failure):
 //
 //   th::MonitoredSession sess(std::make_unique<th::ChiefSessionCreator>(g), {hook});
 //   while (!sess.should_stop()) sess.run(train_op, {{x, xs}, {y, ys}});
+//   sess.close();  // the final checkpoint is written here; its errors are raised here
 //
 // Not thread-safe: run from one thread; other threads may use the Coordinator.
 #pragma once
@@ -38,6 +48,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -106,6 +118,10 @@ struct MonitoredSessionOptions {
   int max_recovery_attempts = 10;
   // The first retry is immediate; later ones wait this long, doubled each time, up to 60 s.
   double recovery_backoff_secs = 1;
+  // The global step of the newest checkpoint on disk (nullopt: none), read when close() fails so
+  // that the error names the steps lost (unsaved_steps()); MonitoredTrainingSession sets it from
+  // its CheckpointManager. Null: the session does not know of checkpoints.
+  std::function<std::optional<int64_t>()> last_checkpoint_step;
   // Turns this process's reasons to stop into the decision (null: this process decides alone).
   std::shared_ptr<StopPolicy> stop_policy;
 };
@@ -174,8 +190,15 @@ class MonitoredSession {
   // Whether training should stop. Raises an error another thread stored in the Coordinator, or
   // recovers from it (Aborted, Unavailable) and returns false.
   bool should_stop();
+  // Ends the session (see above); raises the first error of the hooks' end() or of the
+  // Coordinator's threads. The destructor only logs it.
   void close();
   bool closed() const { return closed_; }
+  // The steps whose training is not in a checkpoint, as the destructor's ERROR line says them:
+  // "steps 51..100 since the last checkpoint (step 50) were not saved", "steps 1..100 were not
+  // saved (no checkpoint)"; "" when the newest checkpoint holds the current global step, or
+  // without last_checkpoint_step or a global step. For a program's message after close() failed.
+  std::string unsaved_steps() const;
 
   Graph& graph() { return creator_->graph(); }
   Coordinator& coordinator() { return *coord_; }
@@ -210,6 +233,10 @@ class MonitoredSession {
   // Whether `error` (replaced by its root cause in the Coordinator when that is a preemption)
   // is recovered from here; logs the attempt and backs off. False: the caller rethrows `error`.
   bool should_recover(std::exception_ptr& error);
+  // Why recovery must end now (a signal, a stop requested); "" to go on.
+  std::string reason_not_to_recover() const;
+  // Waits `seconds` through the Env's sleeper, in slices, so that a signal ends the wait early.
+  void backoff(double seconds);
   // Closes the session and clears the Coordinator for a new session.
   void reset_for_recovery();
   // Rethrows `error` unless this session recovers from it; then a new session exists on return.

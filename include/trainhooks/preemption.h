@@ -46,4 +46,10 @@ class PreemptionHandler {
 // "SIGTERM", "SIGINT", or "signal N" for another number.
 std::string signal_name(int signal_number);
 
+// The exit status of a program that stopped cleanly on `signal_number`: 128 + the signal (130 for
+// SIGINT, 143 for SIGTERM), what a shell, Kubernetes and Slurm report for a process the signal
+// ended. Not 0: a preempted run is not finished, and a scheduler that restarts failed jobs must
+// run it again to continue from its checkpoint.
+constexpr int exit_status_for_signal(int signal_number) { return 128 + signal_number; }
+
 }  // namespace trainhooks

@@ -8,9 +8,13 @@
 // Which default hooks run, and with which periods, is decided once by
 // resolve_training_options(), which a program can call to see what it gets.
 //
-//   auto sess = th::MonitoredTrainingSession(g, {.checkpoint_dir = "runs/exp1",
-//                                                .hooks = {std::make_shared<MyHook>(loss)}});
+//   th::MonitoredTrainingSession sess(g, {.checkpoint_dir = "runs/exp1",
+//                                         .hooks = {std::make_shared<MyHook>(loss)}});
 //   while (!sess.should_stop()) sess.run(train_op, {{x, xs}, {y, ys}});
+//   sess.close();  // the final checkpoint: a failure is raised here (the destructor only logs)
+//
+// When close() fails, the error the destructor logs (or unsaved_steps()) names the steps since
+// the newest checkpoint of checkpoint_dir.
 //
 // The engine's contract (hook order within a run, stopping, recovery, close) is
 // monitored_session.h's.
@@ -61,6 +65,7 @@ struct MonitoredTrainingSessionOptions {
   Env env;
   // Passed to the engine (monitored_session.h): recovery bounds and the stop policy.
   int max_recovery_attempts = 10;
+  double recovery_backoff_secs = 1;
   std::shared_ptr<StopPolicy> stop_policy;
 };
 
@@ -87,6 +92,12 @@ ResolvedTrainingOptions resolve_training_options(const MonitoredTrainingSessionO
 class MonitoredTrainingSession : public MonitoredSession {
  public:
   MonitoredTrainingSession(Graph& graph, MonitoredTrainingSessionOptions options = {});
+
+  // The signal (SIGTERM, SIGINT) that stopped training through a PreemptionHook of this session,
+  // the default one or the program's; 0 when training stopped for another reason. A program
+  // exits with a status a scheduler can tell from a finished run, e.g.
+  //   return sess.stopped_by_signal() ? th::exit_status_for_signal(sess.stopped_by_signal()) : 0;
+  int stopped_by_signal() const;
 
  private:
   struct Parts;  // the creator, hooks and engine options, built together (training_session.cpp)

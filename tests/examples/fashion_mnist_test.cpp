@@ -16,6 +16,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -95,10 +96,13 @@ std::string read_file(const std::string& path) {
 // step -> value of `tag` over every event file in `dir`; a step written twice fails the test.
 std::map<int64_t, double> scalars(const std::string& dir, const std::string& tag) {
   std::map<int64_t, double> out;
-  for (const auto& e : th::summary::read_events(dir))
-    for (const auto& v : e.values)
-      if (v.tag == tag)
+  for (const auto& e : th::summary::read_events(dir)) {
+    for (const auto& v : e.values) {
+      if (v.tag == tag) {
         EXPECT_TRUE(out.emplace(e.step, v.scalar).second) << tag << " step " << e.step;
+      }
+    }
+  }
   return out;
 }
 
@@ -114,7 +118,7 @@ class FashionMnistExampleTest : public ::testing::Test {
   std::vector<std::string> args(const std::string& logdir, int64_t steps) const {
     return {"--data-dir",     data_->path(),
             "--logdir",       logdir,
-            "--steps",        std::to_string(steps),
+            "--steps=" + std::to_string(steps),  // the equals form, as users also write it
             "--batch-size",   "8",
             "--warmup-steps", "50",
             "--eval-every",   "100",
@@ -233,6 +237,47 @@ TEST_F(FashionMnistExampleTest, BadFlagsAndMissingDataAreClearErrors) {
   auto help = run_example({"--help"}, dir.file("err4.txt"));
   EXPECT_EQ(exit_code(help.status), 0);
   EXPECT_THAT(fmt::format("{}", fmt::join(help.lines, "\n")), HasSubstr("--minutes"));
+  EXPECT_THAT(fmt::format("{}", fmt::join(help.lines, "\n")), HasSubstr("--preempted-exit-code"));
+}
+
+// Each usage error is one line naming the flag, exit status 2, before any file is written.
+TEST_F(FashionMnistExampleTest, UsageErrorsNameTheFlagAndExitWithTwo) {
+  const std::string logdir = dir.file("run");
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--steps", "abc"}, "--steps: must be a positive number, got 'abc'"},
+      {{"--steps", "-1"}, "--steps: must be a positive number, got '-1'"},
+      {{"--save-steps", "abc"}, "--save-steps: must be a positive number, got 'abc'"},
+      {{"--steps", "--logdir", logdir},
+       "--steps: value missing (the next argument is the flag '--logdir')"},
+      {{"--logdir", "--steps", "5"},
+       "--logdir: value missing (the next argument is the flag '--steps')"},
+      {{"--steps", "5", "stray"}, "The following argument was not expected: stray"},
+      {{"--preempted-exit-code", "256"},
+       "--preempted-exit-code: Value 256 not in range 0 to 255"},
+  };
+  int n = 0;
+  for (const auto& [flags, text] : cases) {
+    const std::string err = dir.file("usage" + std::to_string(++n) + ".txt");
+    auto r = run_example(flags, err);
+    EXPECT_EQ(exit_code(r.status), 2) << ::testing::PrintToString(flags);
+    EXPECT_EQ(read_file(err), "fashion_mnist: " + text + " (see --help)\n");
+    EXPECT_TRUE(r.lines.empty());
+  }
+  EXPECT_FALSE(fs::exists(logdir));
+}
+
+TEST_F(FashionMnistExampleTest, AGarbledStateFileIsOneLineNamingItNotAnAbort) {
+  const std::string logdir = dir.file("run");
+  fs::create_directories(logdir);
+  std::ofstream(logdir + "/checkpoint") << "model_checkpoint_path: \"model.ckpt-5\ngarbage";
+  auto r = run_example(args(logdir, 100), dir.file("err.txt"));
+  EXPECT_EQ(exit_code(r.status), 1) << read_file(dir.file("err.txt"));
+  std::vector<std::string> mine;
+  std::istringstream in(read_file(dir.file("err.txt")));
+  for (std::string line; std::getline(in, line);)
+    if (line.starts_with("fashion_mnist: ")) mine.push_back(line);
+  ASSERT_EQ(mine.size(), 1u) << read_file(dir.file("err.txt"));
+  EXPECT_THAT(mine[0], HasSubstr(logdir + "/checkpoint"));
 }
 
 }  // namespace
