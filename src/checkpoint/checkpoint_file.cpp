@@ -221,6 +221,12 @@ std::string check_pickle_lengths(std::string_view p) {
       return fmt::format("the opcode at byte {} states {} bytes, {} remain", i - 1 - length_bytes,
                          skip, remain());
     }
+    // BINPUT, LONG_BINPUT: LibTorch grows its memo table to the index. Picklers number the
+    // memo from 0, one entry per opcode, so an index beyond the pickle's length is corrupt.
+    if ((op == 'q' || op == 'r') && get_le(p.data() + i, static_cast<int>(skip)) > p.size()) {
+      return fmt::format("the memo index {} at byte {} exceeds the pickle's {} bytes",
+                         get_le(p.data() + i, static_cast<int>(skip)), i - 1, p.size());
+    }
     i += skip;
   }
   return "the pickle ends without its STOP opcode";

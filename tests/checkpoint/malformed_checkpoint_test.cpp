@@ -81,6 +81,24 @@ TEST(MalformedCheckpointTest, APickleLengthBeyondItsBytesIsRefusedBeforeAllocati
                                                "bytes, [0-9]+ remain"));
 }
 
+// fuzz/trainstate_fuzzer's third finding: a memo index of billions, to which LibTorch's
+// unpickler grows its memo table. An index beyond the pickle's length is refused.
+TEST(MalformedCheckpointTest, AMemoIndexBeyondThePickleIsRefused) {
+  c10::Dict<std::string, at::Tensor> dict;
+  dict.insert("weights", at::ones({2}));
+  std::vector<char> bytes = th::internal::pickle_bytes(c10::IValue(dict));
+  // The key, then BINPUT (q) and its one-byte memo index.
+  const std::string key("X\x07\x00\x00\x00weights", 12);
+  auto at = std::search(bytes.begin(), bytes.end(), key.begin(), key.end());
+  ASSERT_NE(at, bytes.end());
+  ASSERT_EQ(at[12], 'q');
+  at[13] = static_cast<char>(0xff);
+  const std::string message = th::testing::error_message<th::DataLossError>(
+      [&] { th::internal::unpickle(bytes.data(), bytes.size()); });
+  EXPECT_THAT(message, ::testing::MatchesRegex(
+                           "the memo index 255 at byte [0-9]+ exceeds the pickle's [0-9]+ bytes"));
+}
+
 TEST(MalformedCheckpointTest, EmptyAndExactTensorsAreAccepted) {
   th::testing::TempDir dir;
   auto c = contents(dir.file("model.ckpt-3"));
