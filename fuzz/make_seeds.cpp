@@ -4,10 +4,12 @@
 // given after <out> (e.g. other writers' files) are added to the event reader's corpus.
 //
 //   make_seeds <out> [event file...]
+// First, on its own: clang 14 with libstdc++ 12 needs c10::IValue complete before <ATen/ATen.h>.
+#include <ATen/core/ivalue.h>
+
 #include <zlib.h>
 
 #include <ATen/ATen.h>
-#include <ATen/core/ivalue.h>  // first: clang 14 needs it complete before ATen.h
 #include <torch/optim/adam.h>
 
 #include <cstdint>
@@ -174,6 +176,11 @@ void checkpoint_seeds(const fs::path& trainstate_dir, const fs::path& variables_
     c.inputs.emplace("train_input", th::InputPosition{.epoch = 1, .offset = 5});
     c.state.emplace("provider", "opaque provider bytes");
     th::internal::write_checkpoint_files(c);
+    // A seed the reader rejects explores nothing beyond its first error.
+    const auto decoded = th::internal::decode_checkpoint(c.path);
+    if (decoded.global_step != 7 + variant || decoded.variables.size() != 2 ||
+        decoded.optimizers.size() != 1 || decoded.inputs.size() != 1)
+      throw std::runtime_error("the checkpoint written does not decode to what was written");
 
     const std::string sidecar = read(th::internal::sidecar_path(c.path));
     const std::string name = "generated-" + std::to_string(variant);
