@@ -70,9 +70,9 @@ std::vector<char> pickle_bytes(const c10::IValue& value);
 CheckpointContents decode_checkpoint(const std::string& path);
 
 // What torch::pickle_load returns for these bytes, with every storage as long as the record it
-// was read from (LibTorch takes the length that the pickle states), and a length inside the pickle
-// that exceeds the bytes left refused before LibTorch allocates it. Throws what LibTorch throws,
-// or DataLossError.
+// was read from (LibTorch takes the length that the pickle states), and a length or memo index in
+// the pickle beyond its bytes refused before LibTorch allocates for it. Throws what LibTorch
+// throws, or DataLossError.
 c10::IValue unpickle(const char* data, size_t size);
 
 // LibTorch's unpickler takes a tensor's sizes, strides and storage offset from the pickle without
