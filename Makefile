@@ -47,3 +47,51 @@ PREFIX ?= /usr/local
 install: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS) --target trainhooks_cli trainhooks_testing
 	cmake --install $(BUILD_DIR) --prefix $(PREFIX)
+
+# ---- Sanitizers and fuzzing (docs/testing.md) -------------------------------------------------
+# `make sanitize`: the library, the examples, the CLI and the whole test suite with ASan + UBSan in
+# build-asan/, then ctest there. `make tsan`: ThreadSanitizer in build-tsan/, the tests of the
+# threaded parts (TSAN_TESTS). `make fuzz FUZZ_SECONDS=N`: each libFuzzer target N seconds.
+# The sanitizer options reach every test through ctest's environment, and from the tests the
+# programs they start (examples, checkpoint_trainer, the CLI).
+ASAN_BUILD_DIR ?= build-asan
+TSAN_BUILD_DIR ?= build-tsan
+FUZZ_BUILD_DIR ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?=
+SANITIZER_CMAKE_FLAGS = -DTRAINHOOKS_BUILD_BENCH=OFF
+SANITIZER_DIR = $(CURDIR)/sanitizers
+# ctest -R: the suites of the event writer and its queue, the asynchronous checkpoint writer, the
+# Coordinator and preemption handling.
+TSAN_TESTS ?= ^(EventWriter|BatchQueue|AsyncCheckpointWriter|Coordinator|Preemption|MonitoredSessionStop|KillTest)
+
+# halt_on_error and abort_on_error: the first report fails the test, with its output kept.
+ASAN_ENV = ASAN_OPTIONS=halt_on_error=1:abort_on_error=1:detect_leaks=1:strict_init_order=1:check_initialization_order=1:suppressions=$(SANITIZER_DIR)/asan.supp
+LSAN_ENV = LSAN_OPTIONS=suppressions=$(SANITIZER_DIR)/lsan.supp:print_suppressions=0
+UBSAN_ENV = UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:suppressions=$(SANITIZER_DIR)/ubsan.supp
+TSAN_ENV = TSAN_OPTIONS=halt_on_error=1:abort_on_error=1:second_deadlock_stack=1:suppressions=$(SANITIZER_DIR)/tsan.supp
+
+.PHONY: sanitize tsan fuzz
+
+$(ASAN_BUILD_DIR)/build.ninja: | deps
+	cmake -S . -B $(ASAN_BUILD_DIR) -G Ninja -DTRAINHOOKS_SANITIZE=address,undefined $(SANITIZER_CMAKE_FLAGS)
+
+sanitize: deps $(ASAN_BUILD_DIR)/build.ninja
+	cmake --build $(ASAN_BUILD_DIR) -j $(JOBS)
+	cd $(ASAN_BUILD_DIR) && $(ASAN_ENV) $(LSAN_ENV) $(UBSAN_ENV) ctest --output-on-failure -j $(JOBS)
+
+$(TSAN_BUILD_DIR)/build.ninja: | deps
+	cmake -S . -B $(TSAN_BUILD_DIR) -G Ninja -DTRAINHOOKS_SANITIZE=thread $(SANITIZER_CMAKE_FLAGS)
+
+# OMP_NUM_THREADS=1: LibTorch's OpenMP pool synchronises inside uninstrumented libgomp, which
+# TSan cannot see (docs/testing.md).
+tsan: deps $(TSAN_BUILD_DIR)/build.ninja
+	cmake --build $(TSAN_BUILD_DIR) -j $(JOBS)
+	cd $(TSAN_BUILD_DIR) && $(TSAN_ENV) OMP_NUM_THREADS=1 ctest --output-on-failure -j $(JOBS) -R '$(TSAN_TESTS)'
+
+$(FUZZ_BUILD_DIR)/build.ninja: | deps
+	cmake -S fuzz -B $(FUZZ_BUILD_DIR) -G Ninja -DCMAKE_CXX_COMPILER=clang++-14
+
+fuzz: deps $(FUZZ_BUILD_DIR)/build.ninja
+	cmake --build $(FUZZ_BUILD_DIR) -j $(JOBS)
+	bash fuzz/run.sh $(FUZZ_BUILD_DIR) $(FUZZ_SECONDS) $(FUZZ_TARGETS)

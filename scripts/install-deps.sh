@@ -11,6 +11,10 @@ PACKAGES=(
   libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev
   libpng-dev zlib1g-dev libisal-dev
   dataset-fashion-mnist
+  # make sanitize / make tsan: GCC's sanitizer runtimes (g++ usually brings them along)
+  libasan8 libubsan1 libtsan2
+  # make fuzz: clang with libFuzzer; llvm-14 for symbolized sanitizer reports
+  clang-14 libclang-rt-14-dev llvm-14
 )
 
 missing=()

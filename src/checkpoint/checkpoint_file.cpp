@@ -3,7 +3,11 @@
 #include <ATen/ATen.h>
 #include <ATen/core/Dict.h>
 #include <ATen/core/ivalue.h>
+#include <caffe2/serialize/inline_container.h>
+#include <caffe2/serialize/read_adapter_interface.h>
+#include <torch/csrc/jit/serialization/import_read.h>
 #include <torch/csrc/jit/serialization/pickler.h>
+#include <torch/csrc/jit/serialization/storage_context.h>
 #include <torch/serialize.h>
 
 #include <fmt/format.h>
@@ -159,7 +163,135 @@ class Fields {
   c10::impl::GenericDict dict_ = new_dict();
 };
 
+// The bytes of a pickle's zip archive, in memory.
+class BytesReader final : public caffe2::serialize::ReadAdapterInterface {
+ public:
+  BytesReader(const char* data, size_t size) : data_(data), size_(size) {}
+  size_t size() const override { return size_; }
+  size_t read(uint64_t pos, void* buf, size_t n, const char* /*what*/) const override {
+    if (pos >= size_) return 0;
+    n = std::min<size_t>(n, size_ - pos);
+    std::memcpy(buf, data_ + pos, n);
+    return n;
+  }
+
+ private:
+  const char* data_;
+  size_t size_;
+};
+
+// LibTorch's Unpickler allocates (and zeroes) the length that a string, bytes or long opcode
+// states before it reads that many bytes: a corrupt length would allocate gigabytes. The opcodes
+// are walked here first, each length checked against the bytes that remain. Returns what is
+// wrong, or "" when the pickle is well-framed up to its STOP.
+std::string check_pickle_lengths(std::string_view p) {
+  size_t i = 0;
+  auto remain = [&] { return p.size() - i; };
+  while (i < p.size()) {
+    const auto op = static_cast<unsigned char>(p[i++]);
+    uint64_t skip = 0;     // argument bytes after the opcode
+    int length_bytes = 0;  // or a little-endian length of this many bytes, then that many bytes
+    int lines = 0;         // or this many newline-terminated lines
+    auto is = [op](std::string_view ops) { return ops.find(static_cast<char>(op)) != ops.npos; };
+    if (op == '.') return "";  // STOP
+    if (is("(012NQRabd}el]ost)u\x81\x85\x86\x87\x88\x89\x8f\x90\x91\x92\x93\x94\x97\x98")) {
+      // no argument
+    } else if (is("Khq\x80\x82")) {
+      skip = 1;
+    } else if (is("M\x83")) {
+      skip = 2;
+    } else if (is("Jjr\x84")) {
+      skip = 4;
+    } else if (is("G\x95")) {
+      skip = 8;
+    } else if (is("UC\x8a\x8c")) {
+      length_bytes = 1;
+    } else if (is("TXB\x8b")) {
+      length_bytes = 4;
+    } else if (is("\x8d\x8e\x96")) {
+      length_bytes = 8;
+    } else if (is("FILPSVgp")) {
+      lines = 1;
+    } else if (is("ci")) {
+      lines = 2;
+    } else {
+      return fmt::format("unknown pickle opcode 0x{:02x} at byte {}", op, i - 1);
+    }
+    if (length_bytes > 0) {
+      if (remain() < static_cast<size_t>(length_bytes)) break;
+      skip = get_le(p.data() + i, length_bytes);
+      i += length_bytes;
+    }
+    for (; lines > 0; --lines) {
+      const size_t nl = p.find('\n', i);
+      if (nl == std::string_view::npos) return "the pickle ends inside a line";
+      i = nl + 1;
+    }
+    if (skip > remain()) {
+      return fmt::format("the opcode at byte {} states {} bytes, {} remain", i - 1 - length_bytes,
+                         skip, remain());
+    }
+    // BINPUT, LONG_BINPUT: LibTorch grows its memo table to the index. Picklers number the
+    // memo from 0, one entry per opcode, so an index beyond the pickle's length is corrupt.
+    if ((op == 'q' || op == 'r') && get_le(p.data() + i, static_cast<int>(skip)) > p.size()) {
+      return fmt::format("the memo index {} at byte {} exceeds the pickle's {} bytes",
+                         get_le(p.data() + i, static_cast<int>(skip)), i - 1, p.size());
+    }
+    i += skip;
+  }
+  return "the pickle ends without its STOP opcode";
+}
+
 }  // namespace
+
+c10::IValue unpickle(const char* data, size_t size) {
+  // torch::pickle_load, except that each storage is made from its record before the pickle is
+  // read, with the record's size: LibTorch would take the size that the pickle states, and a
+  // storage bigger than its record would then be read out of bounds.
+  caffe2::serialize::PyTorchStreamReader reader(std::make_shared<BytesReader>(data, size));
+  {
+    auto [pickle, length] = reader.getRecord("data.pkl");
+    const std::string wrong =
+        check_pickle_lengths(std::string_view(static_cast<const char*>(pickle.get()), length));
+    if (!wrong.empty()) throw DataLossError(wrong);
+  }
+  auto storages = std::make_shared<torch::jit::DeserializationStorageContext>();
+  for (const std::string& name : reader.getAllRecords()) {
+    if (name.rfind("data/", 0) != 0) continue;
+    auto [bytes, length] = reader.getRecord(name);
+    storages->addStorage(name.substr(5), c10::Storage(c10::Storage::use_byte_size_t(), length,
+                                                      std::move(bytes), nullptr, false));
+  }
+  return torch::jit::readArchiveAndTensors("data", "", "", c10::nullopt, c10::nullopt, c10::nullopt,
+                                           reader, torch::jit::Unpickler::defaultTypeParser,
+                                           storages);
+}
+
+void check_tensor_extents(const c10::IValue& value, const std::string& file) {
+  value.visit([&](const c10::IValue& v) {
+    if (!v.isTensor()) return false;
+    const at::Tensor& t = v.toTensor();
+    if (!t.defined() || !t.has_storage()) return false;
+    // The byte after the last element, in 128 bits: no int64 sizes or strides overflow it.
+    bool bad = t.storage_offset() < 0;
+    unsigned __int128 last = bad ? 0 : static_cast<uint64_t>(t.storage_offset());
+    for (int64_t d = 0; d < t.dim() && !bad; ++d) {
+      if (t.size(d) < 0 || t.stride(d) < 0)
+        bad = true;
+      else if (t.size(d) == 0)
+        return false;  // no elements: nothing is read
+      else
+        last += static_cast<unsigned __int128>(t.size(d) - 1) * static_cast<uint64_t>(t.stride(d));
+    }
+    if (bad || (last + 1) * t.element_size() > t.storage().nbytes()) {
+      throw DataLossError(fmt::format(
+          "Checkpoint file '{}' is corrupt: a tensor of shape [{}] reaches past its storage of {} "
+          "bytes",
+          file, fmt::join(t.sizes(), ", "), t.storage().nbytes()));
+    }
+    return false;
+  });
+}
 
 CheckpointContents decode_checkpoint(const std::string& path) {
   const std::string side_path = sidecar_path(path);
@@ -207,12 +339,13 @@ CheckpointContents decode_checkpoint(const std::string& path) {
   }
   c10::IValue root;
   try {
-    root = torch::pickle_load(std::vector<char>(payload, payload + length));
+    root = unpickle(payload, length);
   } catch (const std::exception& e) {
     throw DataLossError(
         fmt::format("Checkpoint file '{}' is corrupt: its payload cannot be unpickled ({})",
                     side_path, first_line_of(e)));
   }
+  check_tensor_extents(root, side_path);
 
   Fields top(root, "payload", side_path);
   const auto& format = top.get("format");
@@ -274,11 +407,12 @@ CheckpointContents decode_checkpoint(const std::string& path) {
   }
   c10::IValue value;
   try {
-    value = torch::pickle_load(vars);
+    value = unpickle(vars.data(), vars.size());
   } catch (const std::exception& e) {
     throw DataLossError(fmt::format("Checkpoint file '{}' is corrupt: it cannot be unpickled ({})",
                                     path, first_line_of(e)));
   }
+  check_tensor_extents(value, path);
   if (!value.isGenericDict())
     throw DataLossError(fmt::format("Checkpoint file '{}' does not hold a dict", path));
   for (const auto& kv : value.toGenericDict()) {

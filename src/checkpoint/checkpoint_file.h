@@ -69,6 +69,17 @@ std::vector<char> pickle_bytes(const c10::IValue& value);
 // FileError (I/O), each naming the file.
 CheckpointContents decode_checkpoint(const std::string& path);
 
+// What torch::pickle_load returns for these bytes, with every storage as long as the record it
+// was read from (LibTorch takes the length that the pickle states), and a length or memo index in
+// the pickle beyond its bytes refused before LibTorch allocates for it. Throws what LibTorch
+// throws, or DataLossError.
+c10::IValue unpickle(const char* data, size_t size);
+
+// LibTorch's unpickler takes a tensor's sizes, strides and storage offset from the pickle without
+// checking them against its storage: DataLossError naming `file` for any tensor in `value` (from
+// unpickle()) that reaches past its storage, which would otherwise be read out of bounds.
+void check_tensor_extents(const c10::IValue& value, const std::string& file);
+
 // `t` on the host without autograd: itself (detached) when on the CPU and not `copy`, else a copy.
 at::Tensor host_tensor(const at::Tensor& t, bool copy);
 

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "checkpoint/checkpoint_file.h"
 #include "trainhooks/errors.h"
 #include "trainhooks/graph.h"
 #include "util/atomic_file.h"
@@ -41,10 +42,11 @@ void load_variables(Graph& graph, const std::string& path) {
   if (in.bad()) throw FileError(fmt::format("Cannot read variables file '{}'", path));
   c10::IValue value;
   try {
-    value = torch::pickle_load(bytes);
+    value = internal::unpickle(bytes.data(), bytes.size());
   } catch (const std::exception& e) {
     throw DataLossError(fmt::format("Cannot read variables file '{}': it is not a readable tensor dict", path));
   }
+  internal::check_tensor_extents(value, path);
   if (!value.isGenericDict()) throw DataLossError(fmt::format("Variables file '{}' does not hold a dict", path));
   auto dict = value.toGenericDict();
   // Check everything before changing anything.
