@@ -71,14 +71,24 @@ LSAN_ENV = LSAN_OPTIONS=suppressions=$(SANITIZER_DIR)/lsan.supp:print_suppressio
 UBSAN_ENV = UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:suppressions=$(SANITIZER_DIR)/ubsan.supp
 TSAN_ENV = TSAN_OPTIONS=halt_on_error=1:abort_on_error=1:second_deadlock_stack=1:suppressions=$(SANITIZER_DIR)/tsan.supp
 
+SANITIZE_TARGETS ?=
+SANITIZE_CTEST_ARGS ?=
+
 .PHONY: sanitize tsan fuzz
 
 $(ASAN_BUILD_DIR)/build.ninja: | deps
 	cmake -S . -B $(ASAN_BUILD_DIR) -G Ninja -DTRAINHOOKS_SANITIZE=address,undefined $(SANITIZER_CMAKE_FLAGS)
 
 sanitize: deps $(ASAN_BUILD_DIR)/build.ninja
-	cmake --build $(ASAN_BUILD_DIR) -j $(JOBS)
-	cd $(ASAN_BUILD_DIR) && $(ASAN_ENV) $(LSAN_ENV) $(UBSAN_ENV) ctest --output-on-failure -j $(JOBS)
+	cmake --build $(ASAN_BUILD_DIR) -j $(JOBS) $(if $(SANITIZE_TARGETS),--target $(SANITIZE_TARGETS))
+	cd $(ASAN_BUILD_DIR) && $(ASAN_ENV) $(LSAN_ENV) $(UBSAN_ENV) ctest --output-on-failure -j $(JOBS) $(SANITIZE_CTEST_ARGS)
+
+# What .ci/run checks under ASan + UBSan within CI's time: the event-file and base libraries'
+# suites (summary_tests: the event writer, its queue and reader, record I/O, CRC32C, atomic
+# files). The whole suite under `make sanitize` is not yet verified clean (docs/testing.md).
+.PHONY: sanitize-ci
+sanitize-ci:
+	$(MAKE) sanitize SANITIZE_TARGETS=summary_tests SANITIZE_CTEST_ARGS="-L summary_tests"
 
 $(TSAN_BUILD_DIR)/build.ninja: | deps
 	cmake -S . -B $(TSAN_BUILD_DIR) -G Ninja -DTRAINHOOKS_SANITIZE=thread $(SANITIZER_CMAKE_FLAGS)
