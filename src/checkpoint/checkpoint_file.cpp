@@ -3,19 +3,24 @@
 #include <ATen/ATen.h>
 #include <ATen/core/Dict.h>
 #include <ATen/core/ivalue.h>
+#include <c10/core/CPUAllocator.h>
 #include <caffe2/serialize/inline_container.h>
 #include <caffe2/serialize/read_adapter_interface.h>
-#include <torch/csrc/jit/serialization/import_read.h>
 #include <torch/csrc/jit/serialization/pickler.h>
 #include <torch/csrc/jit/serialization/storage_context.h>
+#include <torch/csrc/jit/serialization/unpickler.h>
 #include <torch/serialize.h>
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <isa-l/crc.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <future>
 #include <optional>
@@ -60,7 +65,26 @@ uint64_t get_le(const char* p, int bytes) {
   return v;
 }
 
-std::vector<char> read_file(const std::string& path) {
+constexpr size_t kRecordAlignment = 64;            // caffe2::serialize::detail::kFieldAlignment
+constexpr size_t kReadPiece = size_t{1} << 20;     // checksummed while in cache
+constexpr size_t kHugePage = size_t{2} << 20;
+constexpr size_t kMapAtLeast = size_t{4} << 20;    // smaller files come from the heap
+
+// CRC32C as util/crc32c.h computes it (crc32c::extend), with ISA-L's folding kernel, several
+// times as fast: a restore checksums every byte it reads.
+uint32_t crc32c_extend(uint32_t crc, const char* data, size_t size) {
+  return ~crc32_iscsi(reinterpret_cast<unsigned char*>(const_cast<char*>(data)),
+                      static_cast<int>(size), ~crc);
+}
+
+struct FileRead {
+  std::shared_ptr<FileBytes> bytes;
+  uint32_t crc32c = 0;  // of the bytes from `crc_from` on
+};
+
+// The bytes of the file at `path` (FileBytes::allocate(size, aligned_at)) and the CRC32C of those
+// from `crc_from` on, computed piece by piece as they arrive.
+FileRead read_file(const std::string& path, size_t aligned_at, size_t crc_from) {
   std::error_code ec;
   const auto status = fs::status(path, ec);
   if (fs::is_directory(status)) {
@@ -69,23 +93,48 @@ std::vector<char> read_file(const std::string& path) {
   if (fs::exists(status) && !fs::is_regular_file(status)) {
     throw FileError(fmt::format("Cannot read checkpoint file '{}': not a regular file", path));
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    int err = errno;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
     if (err == ENOENT)
       throw NotFoundError(fmt::format("Checkpoint file '{}' does not exist", path));
     throw FileError(fmt::format("Cannot open checkpoint file '{}': {}", path, std::strerror(err)));
   }
-  in.seekg(0, std::ios::end);
-  const std::streamoff end = in.tellg();
-  if (end < 0) throw FileError(fmt::format("Cannot read checkpoint file '{}'", path));
-  auto size = static_cast<size_t>(end);
-  in.seekg(0, std::ios::beg);
-  std::vector<char> bytes(size);
-  if (size > 0 && !in.read(bytes.data(), static_cast<std::streamsize>(size))) {
-    throw FileError(fmt::format("Cannot read checkpoint file '{}'", path));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    throw FileError(
+        fmt::format("Cannot read checkpoint file '{}': {}", path, std::strerror(errno)));
   }
-  return bytes;
+  if (!S_ISREG(st.st_mode))
+    throw FileError(fmt::format("Cannot read checkpoint file '{}': not a regular file", path));
+  const auto size = static_cast<size_t>(st.st_size);
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+  FileRead out{FileBytes::allocate(size, aligned_at), 0};
+  char* data = out.bytes->data();
+  size_t done = 0;
+  while (done < size) {
+    const ssize_t got = ::read(fd, data + done, std::min(kReadPiece, size - done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      throw FileError(
+          fmt::format("Cannot read checkpoint file '{}': {}", path, std::strerror(errno)));
+    }
+    if (got == 0) {
+      throw FileError(fmt::format("Cannot read checkpoint file '{}': it ended after {} of {} bytes",
+                                  path, done, size));
+    }
+    const size_t end = done + static_cast<size_t>(got);
+    if (end > crc_from) {
+      const size_t from = std::max(done, crc_from);
+      out.crc32c = crc32c_extend(out.crc32c, data + from, end - from);
+    }
+    done = end;
+  }
+  return out;
 }
 
 at::Tensor bytes_tensor(std::string_view bytes) {
@@ -244,27 +293,186 @@ std::string check_pickle_lengths(std::string_view p) {
 
 }  // namespace
 
-c10::IValue unpickle(const char* data, size_t size) {
+std::shared_ptr<FileBytes> FileBytes::allocate(size_t size, size_t aligned_at) {
+  std::shared_ptr<FileBytes> f(new FileBytes());
+  const size_t pad = kRecordAlignment - 1;
+  char* base = nullptr;
+  if (size >= kMapAtLeast) {
+    const size_t length = size + pad + kHugePage;
+    void* map = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (map != MAP_FAILED) {
+      f->map_ = map;
+      f->map_size_ = length;
+      const auto start = reinterpret_cast<uintptr_t>(map);
+      base = reinterpret_cast<char*>((start + kHugePage - 1) & ~(kHugePage - 1));
+      ::madvise(base, length - static_cast<size_t>(base - static_cast<char*>(map)),
+                MADV_HUGEPAGE);  // advice only: without huge pages it still works
+    }
+  }
+  if (!base) {
+    f->heap_ = c10::GetCPUAllocator()->allocate(size + pad);
+    base = static_cast<char*>(f->heap_.get());
+  }
+  const uintptr_t at = reinterpret_cast<uintptr_t>(base) + aligned_at;
+  f->data_ = base + (kRecordAlignment - at % kRecordAlignment) % kRecordAlignment;
+  f->size_ = size;
+  return f;
+}
+
+FileBytes::~FileBytes() {
+  if (map_) ::munmap(map_, map_size_);
+}
+
+at::DataPtr FileBytes::share(const char* p) const {
+  return at::DataPtr(
+      const_cast<char*>(p), new std::shared_ptr<const FileBytes>(shared_from_this()),
+      [](void* owner) { delete static_cast<std::shared_ptr<const FileBytes>*>(owner); },
+      at::Device(at::kCPU));
+}
+
+namespace {
+
+// Where each record's bytes are in a torch zip: its central directory read here, every offset
+// and length checked against the archive's bytes. LibTorch's reader (miniz) checks the archive
+// too, but tells only a record's offset, through a copy of its bytes.
+struct ZipRecord {
+  std::string name;
+  uint64_t offset = 0;  // of the data
+  uint64_t size = 0;
+};
+
+class ZipDirectory {
+ public:
+  ZipDirectory(const char* data, size_t size) : p_(data), n_(size) {
+    if (n_ < 22) fail("it is too short for a zip archive");
+    size_t eocd = n_ - 22;
+    const size_t lowest = n_ - 22 > 65535 ? n_ - 22 - 65535 : 0;  // after a comment of <= 64 KiB
+    while (u32(eocd) != 0x06054b50) {
+      if (eocd == lowest) fail("it has no end of central directory record");
+      --eocd;
+    }
+    uint64_t count = u16(eocd + 10);
+    uint64_t cd_offset = u32(eocd + 16);
+    if (eocd >= 20 && u32(eocd - 20) == 0x07064b50) {  // the ZIP64 locator
+      const uint64_t z = u64(eocd - 20 + 8);
+      need(z, 56);
+      if (u32(z) != 0x06064b50) fail("its ZIP64 end of central directory record is missing");
+      count = u64(z + 32);
+      cd_offset = u64(z + 48);
+    }
+    uint64_t pos = cd_offset;
+    for (uint64_t i = 0; i < count; ++i) {
+      need(pos, 46);
+      if (u32(pos) != 0x02014b50) fail("a central directory entry is corrupt");
+      const uint16_t method = u16(pos + 10);
+      uint64_t compressed = u32(pos + 20), size = u32(pos + 24), local = u32(pos + 42);
+      const uint64_t name_len = u16(pos + 28), extra_len = u16(pos + 30), comment_len = u16(pos + 32);
+      need(pos + 46, name_len + extra_len + comment_len);
+      ZipRecord r;
+      r.name.assign(p_ + pos + 46, name_len);
+      // The ZIP64 extra field holds, in this order, the values that are 0xffffffff above.
+      for (uint64_t x = pos + 46 + name_len, end = x + extra_len; x + 4 <= end;) {
+        const uint64_t id = u16(x), len = u16(x + 2);
+        if (x + 4 + len > end) fail(fmt::format("the entry of '{}' is corrupt", r.name));
+        uint64_t f = x + 4;
+        for (uint64_t* v : {&size, &compressed, &local}) {
+          if (id != 0x0001 || *v != 0xffffffffu) continue;
+          if (f + 8 > x + 4 + len) fail(fmt::format("the entry of '{}' is corrupt", r.name));
+          *v = u64(f);
+          f += 8;
+        }
+        x += 4 + len;
+      }
+      if (method != 0 || compressed != size)
+        fail(fmt::format("the record '{}' is compressed", r.name));
+      need(local, 30);
+      if (u32(local) != 0x04034b50) fail(fmt::format("the record '{}' is corrupt", r.name));
+      r.offset = local + 30 + u16(local + 26) + u16(local + 28);
+      r.size = size;
+      need(r.offset, r.size);
+      records_.push_back(std::move(r));
+      pos += 46 + name_len + extra_len + comment_len;
+    }
+  }
+
+  const std::vector<ZipRecord>& records() const { return records_; }
+
+ private:
+  [[noreturn]] static void fail(const std::string& what) { throw DataLossError(what); }
+  void need(uint64_t pos, uint64_t len) const {
+    if (pos > n_ || len > n_ - pos) fail("the zip archive reaches past its bytes");
+  }
+  uint64_t u16(uint64_t pos) const { need(pos, 2); return get_le(p_ + pos, 2); }
+  uint64_t u32(uint64_t pos) const { need(pos, 4); return get_le(p_ + pos, 4); }
+  uint64_t u64(uint64_t pos) const { need(pos, 8); return get_le(p_ + pos, 8); }
+
+  const char* p_;
+  size_t n_;
+  std::vector<ZipRecord> records_;
+};
+
+}  // namespace
+
+c10::IValue unpickle(const std::shared_ptr<const FileBytes>& file, size_t offset, size_t size) {
+  if (offset > file->size() || size > file->size() - offset)
+    throw InternalError("unpickle: the archive reaches past its bytes");
+  const char* data = file->data() + offset;
   // torch::pickle_load, except that each storage is made from its record before the pickle is
   // read, with the record's size: LibTorch would take the size that the pickle states, and a
   // storage bigger than its record would then be read out of bounds.
   caffe2::serialize::PyTorchStreamReader reader(std::make_shared<BytesReader>(data, size));
+  auto [pickle, pickle_size] = reader.getRecord("data.pkl");
+  const char* pickle_data = static_cast<const char*>(pickle.get());
   {
-    auto [pickle, length] = reader.getRecord("data.pkl");
-    const std::string wrong =
-        check_pickle_lengths(std::string_view(static_cast<const char*>(pickle.get()), length));
+    const std::string wrong = check_pickle_lengths(std::string_view(pickle_data, pickle_size));
     if (!wrong.empty()) throw DataLossError(wrong);
   }
+  // The records' names are below the archive's folder, the first entry's (as LibTorch has it).
+  const ZipDirectory zip(data, size);
+  if (zip.records().empty()) throw DataLossError("the zip archive has no records");
+  const std::string& first = zip.records().front().name;
+  const std::string folder = first.substr(0, first.find('/') + 1) + "data/";
   auto storages = std::make_shared<torch::jit::DeserializationStorageContext>();
-  for (const std::string& name : reader.getAllRecords()) {
-    if (name.rfind("data/", 0) != 0) continue;
-    auto [bytes, length] = reader.getRecord(name);
-    storages->addStorage(name.substr(5), c10::Storage(c10::Storage::use_byte_size_t(), length,
-                                                      std::move(bytes), nullptr, false));
+  for (const ZipRecord& r : zip.records()) {
+    if (r.name.rfind(folder, 0) != 0) continue;
+    const std::string key = r.name.substr(folder.size());
+    if (storages->hasStorage(key))
+      throw DataLossError(fmt::format("the archive holds the record '{}' twice", r.name));
+    const char* bytes = data + r.offset;
+    at::DataPtr ptr;
+    if (reinterpret_cast<uintptr_t>(bytes) % kRecordAlignment == 0) {
+      ptr = file->share(bytes);
+    } else {  // another writer's archive: a copy, aligned for any dtype
+      ptr = c10::GetCPUAllocator()->allocate(r.size);
+      if (r.size > 0) std::memcpy(ptr.get(), bytes, r.size);
+    }
+    storages->addStorage(key, c10::Storage(c10::Storage::use_byte_size_t(), r.size,
+                                           std::move(ptr), nullptr, false));
   }
-  return torch::jit::readArchiveAndTensors("data", "", "", c10::nullopt, c10::nullopt, c10::nullopt,
-                                           reader, torch::jit::Unpickler::defaultTypeParser,
-                                           storages);
+  // torch::jit::readArchiveAndTensors, but a storage that the pickle names and the archive lacks
+  // is an error: LibTorch would look for it by another spelling and size it as the pickle says.
+  size_t read = 0;
+  torch::jit::Unpickler unpickler(
+      [&](char* buf, size_t n) -> size_t {
+        n = std::min(n, pickle_size - read);
+        std::memcpy(buf, pickle_data + read, n);
+        read += n;
+        return n;
+      },
+      nullptr, nullptr,
+      [](const std::string& key) -> at::DataPtr {
+        throw DataLossError(
+            fmt::format("the pickle names the storage '{}', which the archive lacks", key));
+      },
+      c10::nullopt, false, torch::jit::Unpickler::defaultTypeParser, storages);
+  unpickler.set_version(reader.version());
+  return unpickler.parse_ivalue();
+}
+
+c10::IValue unpickle(const char* data, size_t size) {
+  std::shared_ptr<FileBytes> copy = FileBytes::allocate(size);
+  if (size > 0) std::memcpy(copy->data(), data, size);
+  return unpickle(copy, 0, size);
 }
 
 void check_tensor_extents(const c10::IValue& value, const std::string& file) {
@@ -298,7 +506,8 @@ CheckpointContents decode_checkpoint(const std::string& path) {
   CheckpointContents cp;
   cp.path = path;
 
-  std::vector<char> side = read_file(side_path);
+  const FileRead side_file = read_file(side_path, kHeaderSize, kHeaderSize);
+  const FileBytes& side = *side_file.bytes;
   if (side.size() < kHeaderSize) {
     throw DataLossError(
         fmt::format("Checkpoint file '{}' is truncated: {} bytes, shorter than its {}-byte header",
@@ -331,15 +540,13 @@ CheckpointContents decode_checkpoint(const std::string& path) {
         side_path, length > side.size() - kHeaderSize ? "truncated" : "corrupt", length,
         side.size() - kHeaderSize));
   }
-  const char* payload = side.data() + kHeaderSize;
-  if (crc32c::unmask(static_cast<uint32_t>(get_le(side.data() + 20, 4))) !=
-      crc32c::value(payload, length)) {
+  if (crc32c::unmask(static_cast<uint32_t>(get_le(side.data() + 20, 4))) != side_file.crc32c) {
     throw DataLossError(
         fmt::format("Checkpoint file '{}' is corrupt: payload checksum mismatch", side_path));
   }
   c10::IValue root;
   try {
-    root = unpickle(payload, length);
+    root = unpickle(side_file.bytes, kHeaderSize, length);
   } catch (const std::exception& e) {
     throw DataLossError(
         fmt::format("Checkpoint file '{}' is corrupt: its payload cannot be unpickled ({})",
@@ -392,7 +599,8 @@ CheckpointContents decode_checkpoint(const std::string& path) {
   Fields state = top.sub("state");
   for (const auto& key : state.keys()) cp.state.emplace(key, tensor_bytes(state.bytes(key)));
 
-  std::vector<char> vars = read_file(path);
+  const FileRead vars_file = read_file(path, 0, 0);
+  const FileBytes& vars = *vars_file.bytes;
   if (static_cast<int64_t>(vars.size()) != vars_size) {
     throw DataLossError(
         fmt::format("Checkpoint file '{}' is {}: {} bytes, {} were written", path,
@@ -400,14 +608,14 @@ CheckpointContents decode_checkpoint(const std::string& path) {
                     vars.size(), vars_size));
   }
   cp.variables_bytes = vars.size();
-  if (crc32c::value(vars.data(), vars.size()) != vars_crc) {
+  if (vars_file.crc32c != vars_crc) {
     throw DataLossError(fmt::format(
         "Checkpoint file '{}' is corrupt: its CRC32C does not match the one recorded in '{}'", path,
         side_path));
   }
   c10::IValue value;
   try {
-    value = unpickle(vars.data(), vars.size());
+    value = unpickle(vars_file.bytes, 0, vars.size());
   } catch (const std::exception& e) {
     throw DataLossError(fmt::format("Checkpoint file '{}' is corrupt: it cannot be unpickled ({})",
                                     path, first_line_of(e)));

@@ -9,8 +9,11 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
 
+#include <c10/core/Allocator.h>
+
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -69,10 +72,42 @@ std::vector<char> pickle_bytes(const c10::IValue& value);
 // FileError (I/O), each naming the file.
 CheckpointContents decode_checkpoint(const std::string& path);
 
-// What torch::pickle_load returns for these bytes, with every storage as long as the record it
-// was read from (LibTorch takes the length that the pickle states), and a length or memo index in
-// the pickle beyond its bytes refused before LibTorch allocates for it. Throws what LibTorch
-// throws, or DataLossError.
+// A file's bytes in one allocation, placed so that byte `aligned_at` is at a 64-byte boundary,
+// where a torch zip aligns its records (caffe2::serialize::detail::kFieldAlignment). Big files get
+// transparent huge pages: on a virtual machine a fault per 4 KiB page costs more than the copy.
+// The storages that unpickle() makes of its records point into it and keep it alive.
+class FileBytes : public std::enable_shared_from_this<FileBytes> {
+ public:
+  static std::shared_ptr<FileBytes> allocate(size_t size, size_t aligned_at = 0);
+  FileBytes(const FileBytes&) = delete;
+  FileBytes& operator=(const FileBytes&) = delete;
+  ~FileBytes();
+
+  char* data() { return data_; }
+  const char* data() const { return data_; }
+  size_t size() const { return size_; }
+  // A CPU DataPtr to the byte at `p`, inside these bytes, that keeps them alive.
+  at::DataPtr share(const char* p) const;
+
+ private:
+  FileBytes() = default;
+  at::DataPtr heap_;      // from c10's CPU allocator, or
+  void* map_ = nullptr;   // an anonymous mapping of map_size_ bytes
+  size_t map_size_ = 0;
+  char* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// What torch::pickle_load returns for the archive at bytes [offset, offset + size) of `file`,
+// with every storage as long as the record it was read from (LibTorch takes the length that the
+// pickle states), and a length or memo index in the pickle beyond its bytes refused before
+// LibTorch allocates for it. The storages point into `file` where their records are aligned for
+// any dtype (else they are copies): the tensors are not copied. A storage that the pickle names
+// and the archive lacks, or a record that is compressed or reaches past the archive, is
+// DataLossError. Throws what LibTorch throws, or DataLossError.
+c10::IValue unpickle(const std::shared_ptr<const FileBytes>& file, size_t offset, size_t size);
+
+// The same for bytes that the caller keeps: they are copied once.
 c10::IValue unpickle(const char* data, size_t size);
 
 // LibTorch's unpickler takes a tensor's sizes, strides and storage offset from the pickle without
