@@ -11,7 +11,7 @@
 // save, snapshot + write and copy in turn, so a slow phase of a shared machine hits all of them;
 // the medians are reported. Restore is then timed against `cat` of the last checkpoint's files
 // (both in the page cache, as they are right after a save), alternating the two and the order of
-// each pair, at least 5 pairs: the ratio of each pair, their median and range are reported, not
+// each pair, at least 9 pairs: the ratio of each pair, their median and range are reported, not
 // absolute speeds, which on a shared machine say more about its neighbours. States under 16 MB
 // repeat 20 times as often.
 //
@@ -193,7 +193,7 @@ int main(int argc, char** argv) {
     // Restore against cat, interleaved: pairs in alternating order.
     const std::string path = fmt::format("{}-{}", prefix, step);
     const std::vector<std::string> files{path, path + ".trainstate"};
-    const int pairs = std::max(state_reps, mb < 16 ? 100 : 5);
+    const int pairs = std::max(state_reps, mb < 16 ? 100 : 9);
     for (int r = 0; r < pairs; ++r) {
       double c = 0, t = 0;
       for (int k = 0; k < 2; ++k) {

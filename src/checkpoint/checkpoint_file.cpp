@@ -332,15 +332,9 @@ at::DataPtr FileBytes::share(const char* p) const {
 
 namespace {
 
-// Where each record's bytes are in a torch zip: its central directory read here, every offset
-// and length checked against the archive's bytes. LibTorch's reader (miniz) checks the archive
-// too, but tells only a record's offset, through a copy of its bytes.
-struct ZipRecord {
-  std::string name;
-  uint64_t offset = 0;  // of the data
-  uint64_t size = 0;
-};
-
+// A torch zip's central directory, every offset and length checked against the archive's bytes.
+// LibTorch's reader (miniz) checks the archive too, but tells a record's size only with a copy of
+// its bytes.
 class ZipDirectory {
  public:
   ZipDirectory(const char* data, size_t size) : p_(data), n_(size) {
@@ -395,7 +389,7 @@ class ZipDirectory {
     }
   }
 
-  const std::vector<ZipRecord>& records() const { return records_; }
+  std::vector<ZipRecord>& records() { return records_; }
 
  private:
   [[noreturn]] static void fail(const std::string& what) { throw DataLossError(what); }
@@ -413,6 +407,10 @@ class ZipDirectory {
 
 }  // namespace
 
+std::vector<ZipRecord> zip_records(const char* data, size_t size) {
+  return std::move(ZipDirectory(data, size).records());
+}
+
 c10::IValue unpickle(const std::shared_ptr<const FileBytes>& file, size_t offset, size_t size) {
   if (offset > file->size() || size > file->size() - offset)
     throw InternalError("unpickle: the archive reaches past its bytes");
@@ -428,12 +426,12 @@ c10::IValue unpickle(const std::shared_ptr<const FileBytes>& file, size_t offset
     if (!wrong.empty()) throw DataLossError(wrong);
   }
   // The records' names are below the archive's folder, the first entry's (as LibTorch has it).
-  const ZipDirectory zip(data, size);
-  if (zip.records().empty()) throw DataLossError("the zip archive has no records");
-  const std::string& first = zip.records().front().name;
+  const std::vector<ZipRecord> records = zip_records(data, size);
+  if (records.empty()) throw DataLossError("the zip archive has no records");
+  const std::string& first = records.front().name;
   const std::string folder = first.substr(0, first.find('/') + 1) + "data/";
   auto storages = std::make_shared<torch::jit::DeserializationStorageContext>();
-  for (const ZipRecord& r : zip.records()) {
+  for (const ZipRecord& r : records) {
     if (r.name.rfind(folder, 0) != 0) continue;
     const std::string key = r.name.substr(folder.size());
     if (storages->hasStorage(key))

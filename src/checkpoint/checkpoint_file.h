@@ -98,6 +98,17 @@ class FileBytes : public std::enable_shared_from_this<FileBytes> {
   size_t size_ = 0;
 };
 
+// A record of a torch zip archive: its name and where its bytes are in the archive.
+struct ZipRecord {
+  std::string name;
+  uint64_t offset = 0;
+  uint64_t size = 0;
+};
+
+// The records of the zip archive `data`, from its central directory (ZIP64 fields included),
+// each stored uncompressed within the archive's bytes; DataLossError saying what is wrong if not.
+std::vector<ZipRecord> zip_records(const char* data, size_t size);
+
 // What torch::pickle_load returns for the archive at bytes [offset, offset + size) of `file`,
 // with every storage as long as the record it was read from (LibTorch takes the length that the
 // pickle states), and a length or memo index in the pickle beyond its bytes refused before

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -111,6 +113,78 @@ TEST(MalformedCheckpointTest, EmptyAndExactTensorsAreAccepted) {
   ASSERT_EQ(decoded.variables.size(), 3u);
   EXPECT_TRUE(decoded.variables[2].second.equal(at::arange(4, 10, at::kFloat)));
   EXPECT_EQ(decoded.cpu_rng->size(0), 16);
+}
+
+// The pickle of {"weights": ones(2), "bias": arange(3.)}, and where in it the zip entries of the
+// record "data/0" start: its local header and its central directory entry.
+struct Archive {
+  std::vector<char> bytes = th::internal::pickle_bytes([] {
+    c10::Dict<std::string, at::Tensor> dict;
+    dict.insert("weights", at::ones({2}));
+    dict.insert("bias", at::arange(3, at::kFloat));
+    return c10::IValue(dict);
+  }());
+  size_t entry(const std::string& signature) const {
+    const std::string name = signature + "archive/data/0";
+    for (size_t i = 0; i + name.size() <= bytes.size(); ++i) {
+      const size_t name_at = signature[2] == 1 ? i + 46 : i + 30;  // central or local
+      if (std::memcmp(&bytes[i], signature.data(), 4) == 0 && name_at + 14 <= bytes.size() &&
+          std::memcmp(&bytes[name_at], "archive/data/0", 14) == 0)
+        return i;
+    }
+    ADD_FAILURE() << "no entry " << signature;
+    return 0;
+  }
+  size_t local() const { return entry(std::string("PK\x03\x04", 4)); }
+  size_t central() const { return entry(std::string("PK\x01\x02", 4)); }
+};
+
+// The zip's own fields, read by unpickle() to find the records in the file's bytes: a record that
+// is not stored as it is, or whose bytes lie past the archive, is refused, never read.
+TEST(MalformedCheckpointTest, ACompressedRecordIsRefused) {
+  Archive a;
+  ASSERT_TRUE(th::internal::unpickle(a.bytes.data(), a.bytes.size()).isGenericDict());
+  a.bytes[a.central() + 10] = 8;  // method: deflate
+  EXPECT_EQ(th::testing::error_message<th::DataLossError>(
+                [&] { th::internal::unpickle(a.bytes.data(), a.bytes.size()); }),
+            "the record 'archive/data/0' is compressed");
+}
+
+TEST(MalformedCheckpointTest, ARecordPastTheArchiveIsRefused) {
+  Archive a;
+  const size_t local = a.local();
+  a.bytes[local + 28] = a.bytes[local + 29] = static_cast<char>(0xff);  // extra field length
+  EXPECT_EQ(th::testing::error_message<th::DataLossError>(
+                [&] { th::internal::unpickle(a.bytes.data(), a.bytes.size()); }),
+            "the zip archive reaches past its bytes");
+}
+
+// LibTorch would look a storage that the archive lacks up by name, case-insensitively, and give
+// it the size that the pickle states; unpickle() refuses it.
+TEST(MalformedCheckpointTest, AStorageThatTheArchiveLacksIsRefused) {
+  Archive a;
+  for (size_t at : {a.local() + 30, a.central() + 46}) a.bytes[at + 13] = '7';  // data/0 -> data/7
+  EXPECT_EQ(th::testing::error_message<th::DataLossError>(
+                [&] { th::internal::unpickle(a.bytes.data(), a.bytes.size()); }),
+            "the pickle names the storage '0', which the archive lacks");
+}
+
+// Records are where the file has them: in the file's bytes when aligned for any dtype, else
+// copied to memory that is.
+TEST(MalformedCheckpointTest, RecordsPointIntoTheBytesWhenAlignedElseAreCopiedAligned) {
+  Archive a;
+  for (size_t shift : {0, 1, 4}) {
+    auto file = th::internal::FileBytes::allocate(a.bytes.size() + shift);
+    std::memcpy(file->data() + shift, a.bytes.data(), a.bytes.size());
+    const auto dict = th::internal::unpickle(file, shift, a.bytes.size()).toGenericDict();
+    const at::Tensor bias = dict.at("bias").toTensor();
+    EXPECT_TRUE(bias.equal(at::arange(3, at::kFloat))) << shift;
+    EXPECT_TRUE(dict.at("weights").toTensor().equal(at::ones({2}))) << shift;
+    const auto* p = static_cast<const char*>(bias.data_ptr());
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u) << shift;
+    const bool inside = p >= file->data() && p < file->data() + file->size();
+    EXPECT_EQ(inside, shift == 0) << shift;
+  }
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "checkpoint/checkpoint_file.h"
 #include "test_util.h"
 #include "trainhooks/errors.h"
 
@@ -119,6 +120,27 @@ TEST(TorchZipWriterTest, Zip64FieldsAreReadable) {
   EXPECT_EQ(out,
             "None [('archive/data/0', 50), ('archive/data/1', 5000), ('archive/data/2', 10), "
             "('archive/data.pkl', 300), ('archive/version', 2)]\n");
+}
+
+// The restore path's reader of the central directory finds each record's bytes, through ZIP64
+// fields as through plain ones.
+TEST(TorchZipWriterTest, ZipRecordsFindsEachRecordsBytes) {
+  const Records records = {{"data/0", bytes_of(50, 11)},
+                           {"data/1", bytes_of(5000, 12)},
+                           {"data/2", bytes_of(10, 13)},
+                           {"data.pkl", bytes_of(300, 14)}};
+  for (uint64_t limit : {th::internal::TorchZipWriter::kZip64Limit, uint64_t{1000}, uint64_t{0}}) {
+    const std::string archive = ours(records, limit);
+    const auto found = th::internal::zip_records(archive.data(), archive.size());
+    ASSERT_EQ(found.size(), records.size() + 1) << limit;  // and the version record
+    for (size_t i = 0; i < records.size(); ++i) {
+      EXPECT_EQ(found[i].name, "archive/" + records[i].first) << limit;
+      EXPECT_EQ(archive.substr(found[i].offset, found[i].size), records[i].second) << limit;
+      if (records[i].first.rfind("data/", 0) == 0) {
+        EXPECT_EQ(found[i].offset % 64, 0u) << limit;
+      }
+    }
+  }
 }
 
 TEST(TorchZipWriterTest, RefusesRecordsAfterFinish) {

@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 #include <torch/optim/optimizer.h>
 
+#include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -170,6 +172,36 @@ TEST_F(TrainingStateTest, AnOptimizerStateOfAnotherKindIsRejected) {
   EXPECT_THAT(message_of<th::InvalidArgument>([&] { th::Saver(b, options()).restore(sb, path); }),
               AllOf(HasSubstr("train op 'train'"), HasSubstr("sgd")));
   EXPECT_TRUE(torch::equal(b.variable_value(b.find("net/weight")), before));
+}
+
+// A restore reads each file once: the decoded tensors point into that memory (64-byte aligned, one
+// allocation per file), and the restored variables are copies, in the memory they had before.
+TEST_F(TrainingStateTest, DecodedTensorsShareTheFilesMemoryAndRestoredVariablesDoNot) {
+  Model a;
+  th::Session sa(a.g);
+  a.steps(sa, 2);
+  const std::string path = th::Saver(a.g, options()).save(sa, dir.file("model.ckpt"), 2);
+
+  Model b(2);
+  th::Session sb(b.g);
+  std::vector<const void*> before;
+  for (th::Node v : b.g.variables()) before.push_back(b.g.variable_value(v).data_ptr());
+  {
+    const th::internal::CheckpointContents cp = th::internal::decode_checkpoint(path);
+    ASSERT_EQ(cp.variables.size(), 2u);
+    const auto* w = static_cast<const char*>(cp.variables[0].second.data_ptr());
+    const auto* bias = static_cast<const char*>(cp.variables[1].second.data_ptr());
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(w) % 64, 0u);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(bias) % 64, 0u);
+    EXPECT_LT(static_cast<uint64_t>(std::abs(bias - w)), cp.variables_bytes);
+    EXPECT_EQ(cp.variables[0].second.storage().data_ptr().get_deleter(),
+              cp.variables[1].second.storage().data_ptr().get_deleter());
+  }
+  th::Saver(b.g, options()).restore(sb, path);
+  expect_same(a.values(), b.values());
+  std::vector<const void*> after;
+  for (th::Node v : b.g.variables()) after.push_back(b.g.variable_value(v).data_ptr());
+  EXPECT_EQ(after, before);
 }
 
 // Format 1 held every optimizer's state as an Optimizer::save archive (format 2 still does for
