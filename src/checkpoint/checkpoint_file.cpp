@@ -504,6 +504,18 @@ CheckpointContents decode_checkpoint(const std::string& path) {
   CheckpointContents cp;
   cp.path = path;
 
+  // A big variables file is read and checksummed on another thread while the sidecar is decoded;
+  // the sidecar's errors still come first.
+  std::future<FileRead> vars_read;
+  std::error_code ec;
+  if (const auto size = fs::file_size(path, ec); !ec && size >= kMapAtLeast) {
+    try {
+      vars_read = std::async(std::launch::async, [&path] { return read_file(path, 0, 0); });
+    } catch (const std::system_error&) {
+      // no thread to be had: read after the sidecar
+    }
+  }
+
   const FileRead side_file = read_file(side_path, kHeaderSize, kHeaderSize);
   const FileBytes& side = *side_file.bytes;
   if (side.size() < kHeaderSize) {
@@ -597,7 +609,7 @@ CheckpointContents decode_checkpoint(const std::string& path) {
   Fields state = top.sub("state");
   for (const auto& key : state.keys()) cp.state.emplace(key, tensor_bytes(state.bytes(key)));
 
-  const FileRead vars_file = read_file(path, 0, 0);
+  const FileRead vars_file = vars_read.valid() ? vars_read.get() : read_file(path, 0, 0);
   const FileBytes& vars = *vars_file.bytes;
   if (static_cast<int64_t>(vars.size()) != vars_size) {
     throw DataLossError(
