@@ -221,10 +221,9 @@ int main(int argc, char** argv) {
         "{:>9.2f} {:>10.2f} {:>7.2f} {:>13}\n",
         state_mb, dd_rate, save_rate, save_ratio, median(copy) * 1e3, median(stall) * 1e3,
         stall_ratio, median(write) * 1e3, median(cat) * 1e3, median(restore) * 1e3, cat_ratio,
-        fmt::format("{:.2f}-{:.2f} ({})",
-                    *std::min_element(restore_ratio.begin(), restore_ratio.end()),
-                    *std::max_element(restore_ratio.begin(), restore_ratio.end()),
-                    restore_ratio.size()));
+        fmt::format(
+            "{:.2f}-{:.2f} ({})", *std::min_element(restore_ratio.begin(), restore_ratio.end()),
+            *std::max_element(restore_ratio.begin(), restore_ratio.end()), restore_ratio.size()));
   }
   fmt::print("Budgets (save/dd >= 0.70, stall/copy <= 2, restore/cat <= 1.5): {}\n",
              all_met ? "met" : "NOT met");

@@ -65,10 +65,10 @@ uint64_t get_le(const char* p, int bytes) {
   return v;
 }
 
-constexpr size_t kRecordAlignment = 64;            // caffe2::serialize::detail::kFieldAlignment
-constexpr size_t kReadPiece = size_t{1} << 20;     // checksummed while in cache
+constexpr size_t kRecordAlignment = 64;         // caffe2::serialize::detail::kFieldAlignment
+constexpr size_t kReadPiece = size_t{1} << 20;  // checksummed while in cache
 constexpr size_t kHugePage = size_t{2} << 20;
-constexpr size_t kMapAtLeast = size_t{4} << 20;    // smaller files come from the heap
+constexpr size_t kMapAtLeast = size_t{4} << 20;  // smaller files come from the heap
 
 // CRC32C as util/crc32c.h computes it (crc32c::extend), with ISA-L's folding kernel, several
 // times as fast: a restore checksums every byte it reads.
@@ -360,7 +360,8 @@ class ZipDirectory {
       if (u32(pos) != 0x02014b50) fail("a central directory entry is corrupt");
       const uint16_t method = u16(pos + 10);
       uint64_t compressed = u32(pos + 20), size = u32(pos + 24), local = u32(pos + 42);
-      const uint64_t name_len = u16(pos + 28), extra_len = u16(pos + 30), comment_len = u16(pos + 32);
+      const uint64_t name_len = u16(pos + 28), extra_len = u16(pos + 30),
+                     comment_len = u16(pos + 32);
       need(pos + 46, name_len + extra_len + comment_len);
       ZipRecord r;
       r.name.assign(p_ + pos + 46, name_len);
@@ -396,9 +397,18 @@ class ZipDirectory {
   void need(uint64_t pos, uint64_t len) const {
     if (pos > n_ || len > n_ - pos) fail("the zip archive reaches past its bytes");
   }
-  uint64_t u16(uint64_t pos) const { need(pos, 2); return get_le(p_ + pos, 2); }
-  uint64_t u32(uint64_t pos) const { need(pos, 4); return get_le(p_ + pos, 4); }
-  uint64_t u64(uint64_t pos) const { need(pos, 8); return get_le(p_ + pos, 8); }
+  uint64_t u16(uint64_t pos) const {
+    need(pos, 2);
+    return get_le(p_ + pos, 2);
+  }
+  uint64_t u32(uint64_t pos) const {
+    need(pos, 4);
+    return get_le(p_ + pos, 4);
+  }
+  uint64_t u64(uint64_t pos) const {
+    need(pos, 8);
+    return get_le(p_ + pos, 8);
+  }
 
   const char* p_;
   size_t n_;
@@ -444,8 +454,8 @@ c10::IValue unpickle(const std::shared_ptr<const FileBytes>& file, size_t offset
       ptr = c10::GetCPUAllocator()->allocate(r.size);
       if (r.size > 0) std::memcpy(ptr.get(), bytes, r.size);
     }
-    storages->addStorage(key, c10::Storage(c10::Storage::use_byte_size_t(), r.size,
-                                           std::move(ptr), nullptr, false));
+    storages->addStorage(
+        key, c10::Storage(c10::Storage::use_byte_size_t(), r.size, std::move(ptr), nullptr, false));
   }
   // torch::jit::readArchiveAndTensors, but a storage that the pickle names and the archive lacks
   // is an error: LibTorch would look for it by another spelling and size it as the pickle says.

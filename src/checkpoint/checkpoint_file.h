@@ -91,8 +91,8 @@ class FileBytes : public std::enable_shared_from_this<FileBytes> {
 
  private:
   FileBytes() = default;
-  at::DataPtr heap_;      // from c10's CPU allocator, or
-  void* map_ = nullptr;   // an anonymous mapping of map_size_ bytes
+  at::DataPtr heap_;     // from c10's CPU allocator, or
+  void* map_ = nullptr;  // an anonymous mapping of map_size_ bytes
   size_t map_size_ = 0;
   char* data_ = nullptr;
   size_t size_ = 0;
