@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <dlfcn.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -277,9 +278,20 @@ class FileDescriptorsExhausted {
   int errno_ = 0;
 };
 
+// UndefinedBehaviorSanitizer's vptr check reads an object's memory through a pipe (sanitizer_common's
+// IsAccessibleMemoryRange); in a process with no descriptor left, it reports each polymorphic call
+// it has not seen before as "invalid vptr", wherever it is. Its handler is in the process only
+// when the build is instrumented with it (`make sanitize`).
+bool ubsan_vptr_check_in_process() {
+  return ::dlsym(RTLD_DEFAULT, "__ubsan_handle_dynamic_type_cache_miss_abort") != nullptr ||
+         ::dlsym(RTLD_DEFAULT, "__ubsan_handle_dynamic_type_cache_miss") != nullptr;
+}
+
 // The case: a save that keeps failing with a file error once retried forever. It ends
 // training with the error instead: no new session, no retry, no log of a recovery.
 TEST(MonitoredSessionRecoveryTest, ASaveFailingWithTooManyOpenFilesEndsTraining) {
+  if (ubsan_vptr_check_in_process())
+    GTEST_SKIP() << "UBSan's vptr check needs free file descriptors; make test runs this case";
   th::testing::TempDir dir;
   Fixture f;
   th::MonitoredTrainingSession sess(f.m.g, {.checkpoint_dir = dir.path(),
