@@ -85,7 +85,9 @@ sanitize: deps $(ASAN_BUILD_DIR)/build.ninja
 
 # What .ci/run checks under ASan + UBSan within CI's time: the event-file and base libraries'
 # suites (summary_tests: the event writer, its queue and reader, record I/O, CRC32C, atomic
-# files). The whole suite under `make sanitize` is not yet verified clean (docs/testing.md).
+# files). The whole suite under `make sanitize` runs clean too, but needs a second, instrumented
+# build of everything (about 20 more minutes on 2 cores); it joins CI once a fresh-clone run of
+# both has been timed within CI's limit (docs/testing.md).
 .PHONY: sanitize-ci
 sanitize-ci:
 	$(MAKE) sanitize SANITIZE_TARGETS=summary_tests SANITIZE_CTEST_ARGS="-L summary_tests"
@@ -96,7 +98,7 @@ $(TSAN_BUILD_DIR)/build.ninja: | deps
 # OMP_NUM_THREADS=1: LibTorch's OpenMP pool synchronises inside uninstrumented libgomp, which
 # TSan cannot see (docs/testing.md).
 tsan: deps $(TSAN_BUILD_DIR)/build.ninja
-	cmake --build $(TSAN_BUILD_DIR) -j $(JOBS)
+	cmake --build $(TSAN_BUILD_DIR) -j $(JOBS) --target trainhooks_tests summary_tests
 	cd $(TSAN_BUILD_DIR) && $(TSAN_ENV) OMP_NUM_THREADS=1 ctest --output-on-failure -j $(JOBS) -R '$(TSAN_TESTS)'
 
 $(FUZZ_BUILD_DIR)/build.ninja: | deps
