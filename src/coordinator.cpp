@@ -44,8 +44,6 @@ void Coordinator::request_stop(std::exception_ptr error) {
   cv_.notify_all();
 }
 
-bool Coordinator::should_stop() const { return stop_flag_.load(std::memory_order_acquire); }
-
 bool Coordinator::wait_for_stop(double timeout_secs) const {
   std::unique_lock<std::mutex> lock(mu_);
   if (timeout_secs < 0) {
@@ -132,7 +130,7 @@ void Coordinator::raise_requested_exception() const {
 }
 
 std::exception_ptr Coordinator::requested_exception() const {
-  if (!has_error_.load(std::memory_order_acquire)) return nullptr;  // the training loop's usual case
+  if (!has_error()) return nullptr;  // the training loop's usual case
   std::lock_guard<std::mutex> lock(mu_);
   return error_;
 }

@@ -53,6 +53,7 @@ Node Graph::add_node(std::string name, NodeKind kind) {
   entry.name = name;
   entry.kind = kind;
   state_->nodes.push_back(std::move(entry));
+  num_nodes_ = state_->nodes.size();
   state_->by_name.emplace(std::move(name), index);
   return Node{index};
 }
@@ -247,7 +248,7 @@ Node Graph::find(std::string_view name) const {
   return *n;
 }
 
-Node Graph::resolve(const NodeRef& ref) const {
+Node Graph::resolve_other(const NodeRef& ref) const {
   if (ref.is_name()) return find(ref.name());
   if (ref.node().index >= static_cast<int32_t>(state_->nodes.size())) {
     throw InvalidArgument(fmt::format("Node handle {} does not belong to this graph ({} nodes)",

@@ -80,7 +80,6 @@ MonitoredSession::MonitoredSession(std::unique_ptr<SessionCreator> creator, Hook
   for (auto& h : hooks_) h->begin();
   register_hook_states(g);
   g.finalize();
-  hook_args_.resize(hooks_.size());
   hook_values_.resize(hooks_.size());
   hook_fetch_begin_.resize(hooks_.size() + 1);
   create_session_recovering();
@@ -264,7 +263,7 @@ void MonitoredSession::decide_stop() {
   stop_decided_ = stop_decided_ || decided;
 }
 
-bool MonitoredSession::should_stop() {
+bool MonitoredSession::should_stop_checked() {
   if (closed_) return true;
   if (!check_coordinator()) return false;  // recovered: a new session
   if (stop_decided_) return true;
@@ -348,49 +347,57 @@ void MonitoredSession::run_once(const Fetches& fetches, const Feeds& feeds, cons
   SessionRunContext ctx(fetches, feeds, sess);
 
   combined_fetches_.clear();
-  for (const auto& ref : fetches.refs()) combined_fetches_.push_back(g.resolve(ref));
+  for (Node n : sess.resolve_fetches(fetches)) combined_fetches_.push_back(n);
   const size_t num_user_fetches = combined_fetches_.size();
 
-  if (user_feed_stamp_.size() != g.size()) {
-    user_feed_stamp_.assign(g.size(), 0);
-    hook_feed_stamp_.assign(g.size(), 0);
-  }
-  ++feed_stamp_;
-  for (const auto& f : feeds) user_feed_stamp_[g.resolve(f.node).index] = feed_stamp_;
-
+  // Each hook's request is looked at and dropped here: only its fetches (as nodes), feeds and
+  // options are kept. A hook that asks for nothing costs its two calls and this check.
   RunOptions merged = options;
   bool hook_feeds = false;
-  std::vector<Node> conflicts;  // allocated only when there is a conflict to report
-  for (size_t i = 0; i < hooks_.size(); ++i) {
-    hook_args_[i] = hooks_[i]->before_run(ctx);
-    const SessionRunArgs& args = hook_args_[i];
+  const size_t num_hooks = hooks_.size();
+  for (size_t i = 0; i < num_hooks; ++i) {
     hook_fetch_begin_[i] = combined_fetches_.size();
+    SessionRunArgs args = hooks_[i]->before_run(ctx);
+    if (args.fetches.empty() && args.feeds.empty() && args.options.is_default()) continue;
     for (const auto& ref : args.fetches.refs()) combined_fetches_.push_back(g.resolve(ref));
+    merged.merge_from(args.options);
+    if (args.feeds.empty()) continue;
+    if (!hook_feeds) {
+      // The first hook feed of this run: the feeds become the caller's and the hooks' together.
+      hook_feeds = true;
+      combined_feeds_ = feeds;
+      if (hook_feed_stamp_.size() != g.size()) hook_feed_stamp_.assign(g.size(), 0);
+      ++feed_stamp_;
+    }
+    std::vector<Node> conflicts;  // allocated only when there is a conflict to report
     for (const auto& f : args.feeds) {
       Node n = g.resolve(f.node);
       if (hook_feed_stamp_[n.index] == feed_stamp_) conflicts.push_back(n);
     }
     if (!conflicts.empty()) throw RuntimeError(conflict_message("Same tensor is fed by two hooks.", g, conflicts));
-    for (const auto& f : args.feeds) hook_feed_stamp_[g.resolve(f.node).index] = feed_stamp_;
-    hook_feeds = hook_feeds || !args.feeds.empty();
-    merged.merge_from(args.options);
+    for (auto& f : args.feeds) {
+      hook_feed_stamp_[g.resolve(f.node).index] = feed_stamp_;
+      combined_feeds_.push_back(std::move(f));
+    }
   }
-  hook_fetch_begin_[hooks_.size()] = combined_fetches_.size();
+  hook_fetch_begin_[num_hooks] = combined_fetches_.size();
 
   const Feeds* run_feeds = &feeds;
   if (hook_feeds) {
-    for (const auto& args : hook_args_) {
-      for (const auto& f : args.feeds) {
-        Node n = g.resolve(f.node);
-        if (user_feed_stamp_[n.index] == feed_stamp_) conflicts.push_back(n);
-      }
+    std::vector<Node> conflicts;
+    for (const auto& f : feeds) {
+      Node n = g.resolve(f.node);
+      if (hook_feed_stamp_[n.index] == feed_stamp_) conflicts.push_back(n);
     }
     if (!conflicts.empty()) {
-      throw RuntimeError(conflict_message("Same tensor is fed by a SessionRunHook and user.", g, conflicts));
+      // Named in the order the hooks fed them, as TF does.
+      std::vector<Node> ordered;
+      for (size_t k = feeds.size(); k < combined_feeds_.size(); ++k) {
+        Node n = g.resolve(combined_feeds_[k].node);
+        if (std::find(conflicts.begin(), conflicts.end(), n) != conflicts.end()) ordered.push_back(n);
+      }
+      throw RuntimeError(conflict_message("Same tensor is fed by a SessionRunHook and user.", g, ordered));
     }
-    combined_feeds_.clear();
-    combined_feeds_.insert(combined_feeds_.end(), feeds.begin(), feeds.end());
-    for (const auto& args : hook_args_) combined_feeds_.insert(combined_feeds_.end(), args.feeds.begin(), args.feeds.end());
     run_feeds = &combined_feeds_;
   }
 
@@ -399,23 +406,33 @@ void MonitoredSession::run_once(const Fetches& fetches, const Feeds& feeds, cons
   if (!run_metadata && merged.trace_level > RunOptions::NO_TRACE) run_metadata = &local_metadata;
 
   sess.run_nodes(combined_fetches_, *run_feeds, merged, run_metadata, combined_results_);
+  if (hook_feeds) combined_feeds_.clear();
 
-  const auto& values = combined_results_.values();
+  const auto values = combined_results_.values();
   out.clear();
   out.set_graph(&g);
   out.set_end_of_input(false);
   out.reserve(num_user_fetches);
   for (size_t k = 0; k < num_user_fetches; ++k) out.add(values[k].first, values[k].second);
-  for (size_t i = 0; i < hooks_.size(); ++i) {
+  // A hook that fetched nothing gets the shared values (no results); the others their own.
+  no_fetch_values_.options = merged;
+  no_fetch_values_.results.set_graph(&g);
+  if (run_metadata) no_fetch_values_.run_metadata = *run_metadata;
+  for (size_t i = 0; i < num_hooks; ++i) {
+    const size_t begin = hook_fetch_begin_[i], end = hook_fetch_begin_[i + 1];
+    if (begin == end) continue;
     auto& hv = hook_values_[i];
     hv.results.clear();
     hv.results.set_graph(&g);
-    for (size_t k = hook_fetch_begin_[i]; k < hook_fetch_begin_[i + 1]; ++k) hv.results.add(values[k].first, values[k].second);
+    for (size_t k = begin; k < end; ++k) hv.results.add(values[k].first, values[k].second);
     hv.options = merged;
     if (run_metadata) hv.run_metadata = *run_metadata;
   }
   combined_results_.clear();
-  for (size_t i = 0; i < hooks_.size(); ++i) hooks_[i]->after_run(ctx, hook_values_[i]);
+  for (size_t i = 0; i < num_hooks; ++i) {
+    const bool fetched = hook_fetch_begin_[i] != hook_fetch_begin_[i + 1];
+    hooks_[i]->after_run(ctx, fetched ? hook_values_[i] : no_fetch_values_);
+  }
   if (ctx.stop_requested()) stop_requested_ = true;
 }
 
@@ -448,6 +465,7 @@ void MonitoredSession::close() {
   }
   session_.reset();
   for (auto& v : hook_values_) v.results.clear();
+  no_fetch_values_ = {};
   // After end(): a final checkpoint saved there still carries the hooks' state.
   hook_states_.clear();
   if (first_error) std::rethrow_exception(first_error);

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include <optional>
+
 #include "graph_internal.h"
 #include "tensor_format.h"
 #include "train_op.h"
@@ -84,6 +86,7 @@ struct Session::Scratch {
   std::vector<int32_t> error_path;
   RunMetadata* metadata = nullptr;
   bool tracing = false;
+  bool inputs_evaluated = false;  // an input's batch to release at the end of the run
   int64_t timeout_ms = 0;
   double deadline = 0;
 };
@@ -105,13 +108,13 @@ void check_feed(const NodeEntry& e, const at::Tensor& value) {
   }
   if (spec.shape.known()) {
     const auto& want = spec.shape.dims();
-    bool ok = static_cast<size_t>(value.dim()) == want.size();
-    for (size_t i = 0; ok && i < want.size(); ++i)
-      ok = want[i] == -1 || want[i] == value.size(static_cast<int64_t>(i));
+    const auto have = value.sizes();
+    bool ok = have.size() == want.size();
+    for (size_t i = 0; ok && i < want.size(); ++i) ok = want[i] == -1 || want[i] == have[i];
     if (!ok) {
       throw InvalidArgument(
           fmt::format("Cannot feed value of shape {} for placeholder '{}', which has shape {}",
-                      format_shape(value.sizes()), e.name, format_shape(want)));
+                      format_shape(have), e.name, format_shape(want)));
     }
   }
 }
@@ -173,23 +176,43 @@ void Session::end_run() {
   // next run, so that nothing of a step outlives it (results keep their own references). This
   // did not measurably change the Fashion-MNIST step time (docs/benchmarks.md).
   auto& gs = GraphInternal::state(*graph_);
-  for (int32_t i : s.evaluated) {
-    s.memo[i].reset();
-    const auto& e = gs.nodes[static_cast<size_t>(i)];
-    if (e.kind == NodeKind::kInput) gs.inputs[e.input_group].batch.clear();
+  for (int32_t i : s.evaluated) s.memo[i].reset();
+  if (s.inputs_evaluated) {
+    for (int32_t i : s.evaluated) {
+      const auto& e = gs.nodes[static_cast<size_t>(i)];
+      if (e.kind == NodeKind::kInput) gs.inputs[e.input_group].batch.clear();
+    }
+    s.inputs_evaluated = false;
   }
   s.evaluated.clear();
   s.metadata = nullptr;
 }
 
-void Session::run_into(const Fetches& fetches, const Feeds& feeds, const RunOptions& options,
-                       RunMetadata* metadata, RunResults& out) {
+std::span<const Node> Session::resolve_fetches(const Fetches& fetches) {
+  const auto refs = fetches.refs();
+  // The same list as last time? Handles compare as integers, names as strings (no lookup).
+  bool same = refs.size() == resolved_.size();
+  for (size_t i = 0; same && i < refs.size(); ++i) {
+    const NodeRef& ref = refs[i];
+    same = ref.is_name() ? resolved_names_[i] == ref.name() && !ref.name().empty()
+                         : resolved_names_[i].empty() && resolved_[i] == ref.node();
+  }
+  if (same) return resolved_;
   resolved_.clear();
-  for (const auto& ref : fetches.refs()) resolved_.push_back(graph_->resolve(ref));
-  run_nodes(resolved_, feeds, options, metadata, out);
+  resolved_names_.clear();
+  for (const auto& ref : refs) {
+    resolved_.push_back(graph_->resolve(ref));
+    resolved_names_.push_back(ref.is_name() ? ref.name() : std::string());
+  }
+  return resolved_;
 }
 
-void Session::run_nodes(const std::vector<Node>& fetches, const Feeds& feeds,
+void Session::run_into(const Fetches& fetches, const Feeds& feeds, const RunOptions& options,
+                       RunMetadata* metadata, RunResults& out) {
+  run_nodes(resolve_fetches(fetches), feeds, options, metadata, out);
+}
+
+void Session::run_nodes(std::span<const Node> fetches, const Feeds& feeds,
                         const RunOptions& options, RunMetadata* metadata, RunResults& out) {
   out.clear();
   out.set_graph(graph_);
@@ -204,7 +227,9 @@ void Session::run_nodes(const std::vector<Node>& fetches, const Feeds& feeds,
     }
     if (nodes[n.index].kind == NodeKind::kTrainOp) train = true;
   }
-  at::AutoGradMode grad_mode(train);
+  // The mode is thread-local state: set (and restored) only when it changes.
+  std::optional<at::AutoGradMode> grad_mode;
+  if (at::GradMode::is_enabled() != train) grad_mode.emplace(train);
   try {
     begin_run(feeds, options, metadata);
     out.reserve(fetches.size());
@@ -293,6 +318,7 @@ const at::Tensor& Session::evaluate(Node node) {
         break;
       }
       case NodeKind::kInput: {
+        s.inputs_evaluated = true;
         auto& group = gs.inputs[e.input_group];
         if (group.batch_serial != gs.run_serial) {
           internal::next_batch(group);

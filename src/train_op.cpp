@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 #include <c10/util/Exception.h>
+#include <torch/csrc/autograd/variable.h>
 
 #include <fmt/format.h>
 
@@ -80,6 +81,12 @@ void run_train_step(TrainOp& op, const at::Tensor& loss, const TrainStepNames& n
   }
   op.optimizer->zero_grad();
   loss.backward();
+  if (op.grad_accumulators.empty()) {
+    for (const auto& p : op.params) {
+      if (p.is_leaf() && p.requires_grad())
+        op.grad_accumulators.push_back(torch::autograd::impl::grad_accumulator(p));
+    }
+  }
   if (!op.transforms.empty()) transform_gradients(op, names.train_op);
   op.optimizer->step();
   ++global_step;

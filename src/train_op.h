@@ -23,6 +23,10 @@
 #include "trainhooks/node.h"
 #include "trainhooks/optimizers.h"
 
+namespace torch::autograd {
+struct Node;
+}
+
 namespace trainhooks::internal {
 
 struct TrainOp {
@@ -37,6 +41,10 @@ struct TrainOp {
   std::vector<GradientTransform> transforms;
   bool clips = false;
   std::vector<at::Tensor> grads;  // scratch: the transforms' span
+  // The variables' gradient accumulators, held from the first step on. LibTorch keeps them only
+  // while a graph refers to them: without this, every step would make them anew once the last
+  // step's loss is gone (a loop that keeps its loss alive gets the same for free).
+  std::vector<std::shared_ptr<torch::autograd::Node>> grad_accumulators;
 };
 
 // Names for the step's messages.

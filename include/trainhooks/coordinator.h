@@ -35,7 +35,9 @@ class Coordinator {
   Coordinator& operator=(const Coordinator&) = delete;
 
   void request_stop(std::exception_ptr error = nullptr);
-  bool should_stop() const;
+  bool should_stop() const { return stop_flag_.load(std::memory_order_acquire); }
+  // Whether an error is stored (requested_exception() is non-null), without the lock.
+  bool has_error() const { return has_error_.load(std::memory_order_acquire); }
   // Waits up to `timeout_secs` (< 0: forever) for a stop request; true if one was made.
   bool wait_for_stop(double timeout_secs = -1) const;
   void clear_stop();

@@ -172,7 +172,11 @@ class Graph {
   // Lookup. find() throws NotFoundError naming the unknown name.
   Node find(std::string_view name) const;
   std::optional<Node> find_if_exists(std::string_view name) const;
-  Node resolve(const NodeRef& ref) const;
+  Node resolve(const NodeRef& ref) const {
+    // Inline for the common case of every step: a handle of this graph.
+    if (!ref.is_name() && static_cast<size_t>(ref.node().index) < num_nodes_) return ref.node();
+    return resolve_other(ref);
+  }
   const std::string& name(Node node) const;
   NodeKind kind(Node node) const;
   size_t size() const;
@@ -231,8 +235,11 @@ class Graph {
   // The evaluator's access to the representation (src/graph_internal.h).
   friend class internal::GraphInternal;
   Node add_node(std::string name, NodeKind kind);
+  // A name, or a handle of another graph (an error).
+  Node resolve_other(const NodeRef& ref) const;
   std::shared_ptr<void>& extension_slot(std::type_index type);
   std::unique_ptr<internal::GraphState> state_;
+  size_t num_nodes_ = 0;  // state_->nodes.size(), for the inline resolve()
 };
 
 }  // namespace trainhooks

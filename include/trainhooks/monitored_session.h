@@ -189,7 +189,11 @@ class MonitoredSession {
 
   // Whether training should stop. Raises an error another thread stored in the Coordinator, or
   // recovers from it (Aborted, Unavailable) and returns false.
-  bool should_stop();
+  bool should_stop() {
+    // Inline for the loop's every step: no error stored, nothing to recover.
+    if (closed_ || coord_->has_error()) return should_stop_checked();
+    return stop_decided_ || (!options_.stop_policy && coord_->should_stop());
+  }
   // Ends the session (see above); raises the first error of the hooks' end() or of the
   // Coordinator's threads. The destructor only logs it.
   void close();
@@ -228,6 +232,7 @@ class MonitoredSession {
   void create_session();
   void create_session_recovering();
   void check_not_stopped();
+  bool should_stop_checked();
   // Raises an error stored in the Coordinator (Aborted/Unavailable ones recover first: false).
   bool check_coordinator();
   // Whether `error` (replaced by its root cause in the Coordinator when that is a preemption)
@@ -267,13 +272,12 @@ class MonitoredSession {
   int uncaught_at_construction_;
 
   // Per-run scratch, reused so that a steady loop allocates nothing here.
-  std::vector<SessionRunArgs> hook_args_;
   std::vector<SessionRunValues> hook_values_;
+  SessionRunValues no_fetch_values_;  // what hooks that fetched nothing get
   std::vector<size_t> hook_fetch_begin_;
   std::vector<Node> combined_fetches_;
   Feeds combined_feeds_;
   RunResults combined_results_;
-  std::vector<uint64_t> user_feed_stamp_;
   std::vector<uint64_t> hook_feed_stamp_;
   uint64_t feed_stamp_ = 0;
 };

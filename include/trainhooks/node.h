@@ -16,6 +16,8 @@
 #include <string_view>
 #include <vector>
 
+#include "trainhooks/small_vector.h"
+
 namespace trainhooks {
 
 struct Node {
@@ -44,7 +46,8 @@ class NodeRef {
 // `sess.run(train_op)` allocates nothing.
 class Fetches {
  public:
-  Fetches() = default;
+  // User-provided, so that `return {};` in a hook does not zero the object before building it.
+  Fetches() noexcept {}
   Fetches(NodeRef one) : one_(std::move(one)), size_(1) {}  // NOLINT: implicit by design
   Fetches(Node one) : one_(one), size_(1) {}  // NOLINT
   Fetches(const char* one) : one_(one), size_(1) {}  // NOLINT
@@ -87,8 +90,9 @@ struct Feed {
   at::Tensor value;
 };
 
-// Values that replace nodes for one run: `{{x, xs}, {"y", ys}}`. Feeds override any node.
-using Feeds = std::vector<Feed>;
+// Values that replace nodes for one run: `{{x, xs}, {"y", ys}}`. Feeds override any node. Up to
+// four are held inline: a step's feeds are built and dropped without a heap allocation.
+using Feeds = SmallVector<Feed, 4>;
 
 }  // namespace trainhooks
 

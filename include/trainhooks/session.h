@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -28,6 +29,7 @@
 #include "trainhooks/env.h"
 #include "trainhooks/graph.h"
 #include "trainhooks/node.h"
+#include "trainhooks/small_vector.h"
 
 namespace trainhooks {
 
@@ -43,6 +45,9 @@ struct RunOptions {
   // TF's merge of hook options: maximum trace level and timeout, OR of flags.
   void merge_from(const RunOptions& other);
   bool operator==(const RunOptions&) const = default;
+  bool is_default() const {
+    return trace_level == NO_TRACE && timeout_in_ms == 0 && !report_tensor_allocations_upon_oom;
+  }
 };
 
 // Per-node timings of a traced run (trace_level >= SOFTWARE_TRACE), in evaluation-end order.
@@ -58,7 +63,8 @@ struct RunMetadata {
   void clear() { step_stats.clear(); }
 };
 
-// The values of one run's fetches, by Node, by name or by position.
+// The values of one run's fetches, by Node, by name or by position. Up to four values are held
+// inline, so that returning a step's results by value allocates nothing.
 class RunResults {
  public:
   RunResults() = default;
@@ -69,7 +75,7 @@ class RunResults {
   bool contains(Node node) const;
   size_t size() const { return values_.size(); }
   bool empty() const { return values_.empty(); }
-  const std::vector<std::pair<Node, at::Tensor>>& values() const { return values_; }
+  std::span<const std::pair<Node, at::Tensor>> values() const { return values_; }
 
   // Building (used by sessions).
   void clear() { values_.clear(); }
@@ -82,7 +88,7 @@ class RunResults {
 
  private:
   const Graph* graph_ = nullptr;
-  std::vector<std::pair<Node, at::Tensor>> values_;
+  SmallVector<std::pair<Node, at::Tensor>, 4> values_;
   bool end_of_input_ = false;
 };
 
@@ -115,8 +121,12 @@ class Session {
   void run_into(const Fetches& fetches, const Feeds& feeds, const RunOptions& options,
                 RunMetadata* metadata, RunResults& out);
   // The fast path: fetches already resolved to nodes of this graph.
-  void run_nodes(const std::vector<Node>& fetches, const Feeds& feeds, const RunOptions& options,
+  void run_nodes(std::span<const Node> fetches, const Feeds& feeds, const RunOptions& options,
                  RunMetadata* metadata, RunResults& out);
+
+  // `fetches` as nodes of this graph. Resolved once per distinct fetch list: a loop that asks for
+  // the same names every step looks them up once. Valid until the next call.
+  std::span<const Node> resolve_fetches(const Fetches& fetches);
 
   Graph& graph() { return *graph_; }
   const Graph& graph() const { return *graph_; }
@@ -137,6 +147,8 @@ class Session {
   Env env_;
   uint64_t run_id_ = 0;
   std::unique_ptr<Scratch> scratch_;
+  // The last fetch list by name and what it resolved to (resolve_fetches).
+  std::vector<std::string> resolved_names_;
   std::vector<Node> resolved_;
 };
 
