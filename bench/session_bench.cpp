@@ -3,9 +3,11 @@
 //
 //   session_bench [benchmark flags]                 the micro and end-to-end benchmarks
 //   session_bench --seed-steps=N --mode=MODE        trains the seed model N steps and exits;
-//                                                   MODE: raw | mts | mts_into | session. Instruction
-//                                                   counts of N and 3N steps give the per-step cost
-//                                                   (scripts/bench.sh).
+//                                                   MODE: raw | raw_keep | mts | mts_into | session.
+//                                                   Instruction counts of N and 3N steps give the
+//                                                   per-step cost (scripts/bench.sh).
+//   session_bench --seed-steps=N --mode=MODE --n=K  runs a micro benchmark's loop N times: MODE
+//                                                   chain | direct (K nodes), idle_hooks (K hooks).
 //
 // Ops in the micro benchmarks do no tensor math: they return a tensor made beforehand (or the
 // previous node's value), so the time left is the session's.
@@ -140,8 +142,12 @@ struct RawLoop {
   at::Tensor b = at::zeros({1}).requires_grad_();
   torch::optim::SGD optimizer{std::vector<at::Tensor>{W, b}, torch::optim::SGDOptions(0.1)};
   int64_t step_count = 0;
+  // Keeps the last loss alive into the next step, as a hook that fetches it does. LibTorch then
+  // reuses the gradient accumulators, which makes the loop cheaper: the fair baseline.
+  bool keep_last_loss = false;
+  at::Tensor last_loss;
 
-  explicit RawLoop(const SeedData& d) : data(d) {}
+  explicit RawLoop(const SeedData& d, bool keep = false) : data(d), keep_last_loss(keep) {}
   void step() {
     at::Tensor y_pred = data.xs * W + b;
     at::Tensor loss = (y_pred - data.ys).square().mean();
@@ -149,6 +155,7 @@ struct RawLoop {
     loss.backward();
     optimizer.step();
     ++step_count;
+    if (keep_last_loss) last_loss = std::move(loss);
   }
 };
 
@@ -306,10 +313,55 @@ BENCHMARK(BM_SeedInterleaved)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisec
 
 bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
 
+// The micro benchmarks' loops for counting instructions: `steps` runs of an n-node chain through
+// a bare Session (chain) or as plain closures (direct), or of a one-node graph through a
+// MonitoredSession with n idle hooks (idle_hooks).
+int micro_driver(int64_t steps, std::string_view mode, int64_t n) {
+  if (mode == "chain") {
+    Chain chain(n);
+    th::Session sess(chain.g);
+    const th::Fetches fetches(chain.last);
+    const th::Feeds feeds;
+    th::RunResults out;
+    for (int64_t i = 0; i < steps; ++i) {
+      sess.run_into(fetches, feeds, {}, nullptr, out);
+      benchmark::DoNotOptimize(out.at(0).unsafeGetTensorImpl());
+    }
+  } else if (mode == "direct") {
+    const at::Tensor t = at::ones({1});
+    std::vector<std::function<at::Tensor(const at::Tensor&)>> fns;
+    fns.emplace_back([t](const at::Tensor&) { return t; });
+    for (int64_t k = 1; k < n; ++k) fns.emplace_back([](const at::Tensor& prev) { return prev; });
+    at::Tensor value;
+    for (int64_t i = 0; i < steps; ++i) {
+      for (const auto& fn : fns) value = fn(value);
+      benchmark::DoNotOptimize(value.unsafeGetTensorImpl());
+      benchmark::ClobberMemory();
+    }
+  } else {
+    th::Graph g;
+    const at::Tensor t = at::ones({1});
+    const th::Node op = g.op("op", [t](th::Run&) { return t; });
+    th::Hooks hooks;
+    for (int64_t i = 0; i < n; ++i) hooks.push_back(std::make_shared<IdleHook>());
+    th::MonitoredSession sess(std::make_unique<th::ChiefSessionCreator>(g), std::move(hooks));
+    const th::Fetches fetches(op);
+    const th::Feeds feeds;
+    th::RunResults out;
+    for (int64_t i = 0; i < steps; ++i) {
+      sess.run_into(fetches, feeds, {}, nullptr, out);
+      benchmark::DoNotOptimize(out.at(0).unsafeGetTensorImpl());
+    }
+  }
+  std::printf("%s: %lld runs of %lld\n", std::string(mode).c_str(), static_cast<long long>(steps),
+              static_cast<long long>(n));
+  return 0;
+}
+
 int seed_driver(int64_t steps, std::string_view mode) {
   SeedData data;
-  if (mode == "raw") {
-    RawLoop raw(data);
+  if (mode == "raw" || mode == "raw_keep") {
+    RawLoop raw(data, mode == "raw_keep");
     for (int64_t i = 0; i < steps; ++i) raw.step();
     std::printf("raw: %lld steps, W = %f\n", static_cast<long long>(raw.step_count), raw.W.item<float>());
   } else if (mode == "mts" || mode == "mts_into") {
@@ -324,7 +376,7 @@ int seed_driver(int64_t steps, std::string_view mode) {
     std::printf("session: %lld steps, W = %f\n", static_cast<long long>(bare.g.global_step_value()),
                 bare.g.variable_value(bare.W).item<float>());
   } else {
-    std::fprintf(stderr, "unknown --mode=%s (raw, mts, mts_into or session)\n", std::string(mode).c_str());
+    std::fprintf(stderr, "unknown --mode=%s (raw, raw_keep, mts, mts_into or session)\n", std::string(mode).c_str());
     return 2;
   }
   return 0;
@@ -334,12 +386,16 @@ int seed_driver(int64_t steps, std::string_view mode) {
 
 int main(int argc, char** argv) {
   int64_t seed_steps = -1;
+  int64_t n = 1;
   std::string_view mode = "mts";
   for (int i = 1; i < argc; ++i) {
     std::string_view arg = argv[i];
     if (starts_with(arg, "--seed-steps=")) seed_steps = std::atoll(argv[i] + 13);
     if (starts_with(arg, "--mode=")) mode = arg.substr(7);
+    if (starts_with(arg, "--n=")) n = std::atoll(argv[i] + 4);
   }
+  if (seed_steps >= 0 && (mode == "chain" || mode == "direct" || mode == "idle_hooks"))
+    return micro_driver(seed_steps, mode, n);
   if (seed_steps >= 0) return seed_driver(seed_steps, mode);
 
   benchmark::Initialize(&argc, argv);
