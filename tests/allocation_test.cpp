@@ -216,14 +216,18 @@ TEST(AllocationTest, IdleHookAllocatesNothing) {
 // Past four feeds or values, the storage moves to the heap once and is reused.
 TEST(AllocationTest, FeedsAndResultsHoldFourInline) {
   const at::Tensor t = at::ones({1});
+  EXPECT_EQ(
+      allocations_of([&] {
+        th::Feeds feeds{{th::Node{0}, t}, {th::Node{1}, t}, {th::Node{2}, t}, {th::Node{3}, t}};
+        ASSERT_EQ(feeds.size(), 4u);
+      }),
+      0u);
   EXPECT_EQ(allocations_of([&] {
-              th::Feeds feeds{{th::Node{0}, t}, {th::Node{1}, t}, {th::Node{2}, t}, {th::Node{3}, t}};
-              ASSERT_EQ(feeds.size(), 4u);
-            }),
-            0u);
-  EXPECT_EQ(allocations_of([&] {
-              th::Feeds feeds{{th::Node{0}, t}, {th::Node{1}, t}, {th::Node{2}, t},
-                              {th::Node{3}, t}, {th::Node{4}, t}};
+              th::Feeds feeds{{th::Node{0}, t},
+                              {th::Node{1}, t},
+                              {th::Node{2}, t},
+                              {th::Node{3}, t},
+                              {th::Node{4}, t}};
               ASSERT_EQ(feeds.size(), 5u);
             }),
             1u);
