@@ -429,7 +429,10 @@ c10::IValue unpickle(const std::shared_ptr<const FileBytes>& file, size_t offset
   // read, with the record's size: LibTorch would take the size that the pickle states, and a
   // storage bigger than its record would then be read out of bounds.
   caffe2::serialize::PyTorchStreamReader reader(std::make_shared<BytesReader>(data, size));
-  auto [pickle, pickle_size] = reader.getRecord("data.pkl");
+  // Not a structured binding: the reader lambda below captures the size (clang 14 cannot).
+  auto pickle_record = reader.getRecord("data.pkl");
+  const at::DataPtr& pickle = std::get<0>(pickle_record);
+  const size_t pickle_size = std::get<1>(pickle_record);
   const char* pickle_data = static_cast<const char*>(pickle.get());
   {
     const std::string wrong = check_pickle_lengths(std::string_view(pickle_data, pickle_size));
