@@ -116,9 +116,9 @@ if [[ "$CALLGRIND" != 0 && -x "$BENCH_DIR/session_bench" ]]; then
       printf '#include <cstdint>\nnamespace hwy::platform { uint64_t TimerResolution() { return 1; } }\n' > "$OUT/hwy_timer.cpp"
       c++ -shared -fPIC -O2 -o "$OUT/libhwy_timer.so" "$OUT/hwy_timer.cpp" && PRELOAD="$OUT/libhwy_timer.so"
     fi
-    # count MODE N [ARG...]: instructions of N steps (and, with CACHE=1, the cache and branch
-    # events) into $OUT/callgrind.MODE...
-    per_step() {  # per_step NAME MODE [ARG...]: prints instructions per step (and sets EVENTS[NAME])
+    # per_step NAME MODE [ARG...]: callgrind's events per step of `session_bench --mode=MODE`
+    # (instructions; with CACHE_SIM set, also the simulated cache and branch events), space-separated.
+    per_step() {
       local name=$1 mode=$2; shift 2
       local counts=() file
       for steps in "$SEED_STEPS" $((3 * SEED_STEPS)); do
