@@ -81,7 +81,14 @@ MonitoredSession::MonitoredSession(std::unique_ptr<SessionCreator> creator, Hook
   register_hook_states(g);
   g.finalize();
   hook_values_.resize(hooks_.size());
-  hook_fetch_begin_.resize(hooks_.size() + 1);
+  // A hook whose before_run is not called fetches nothing: its range stays empty.
+  hook_fetch_begin_.assign(hooks_.size(), 0);
+  hook_fetch_end_.assign(hooks_.size(), 0);
+  for (size_t i = 0; i < hooks_.size(); ++i) {
+    const SessionRunHook::Calls calls = hooks_[i]->calls();
+    if (calls.before_run) before_run_hooks_.push_back(i);
+    if (calls.after_run) after_run_hooks_.push_back(i);
+  }
   create_session_recovering();
 }
 
@@ -354,12 +361,13 @@ void MonitoredSession::run_once(const Fetches& fetches, const Feeds& feeds, cons
   // options are kept. A hook that asks for nothing costs its two calls and this check.
   RunOptions merged = options;
   bool hook_feeds = false;
-  const size_t num_hooks = hooks_.size();
-  for (size_t i = 0; i < num_hooks; ++i) {
+  for (const size_t i : before_run_hooks_) {
     hook_fetch_begin_[i] = combined_fetches_.size();
+    hook_fetch_end_[i] = hook_fetch_begin_[i];
     SessionRunArgs args = hooks_[i]->before_run(ctx);
     if (args.fetches.empty() && args.feeds.empty() && args.options.is_default()) continue;
     for (const auto& ref : args.fetches.refs()) combined_fetches_.push_back(g.resolve(ref));
+    hook_fetch_end_[i] = combined_fetches_.size();
     merged.merge_from(args.options);
     if (args.feeds.empty()) continue;
     if (!hook_feeds) {
@@ -380,7 +388,6 @@ void MonitoredSession::run_once(const Fetches& fetches, const Feeds& feeds, cons
       combined_feeds_.push_back(std::move(f));
     }
   }
-  hook_fetch_begin_[num_hooks] = combined_fetches_.size();
 
   const Feeds* run_feeds = &feeds;
   if (hook_feeds) {
@@ -418,8 +425,8 @@ void MonitoredSession::run_once(const Fetches& fetches, const Feeds& feeds, cons
   no_fetch_values_.options = merged;
   no_fetch_values_.results.set_graph(&g);
   if (run_metadata) no_fetch_values_.run_metadata = *run_metadata;
-  for (size_t i = 0; i < num_hooks; ++i) {
-    const size_t begin = hook_fetch_begin_[i], end = hook_fetch_begin_[i + 1];
+  for (const size_t i : before_run_hooks_) {
+    const size_t begin = hook_fetch_begin_[i], end = hook_fetch_end_[i];
     if (begin == end) continue;
     auto& hv = hook_values_[i];
     hv.results.clear();
@@ -429,8 +436,8 @@ void MonitoredSession::run_once(const Fetches& fetches, const Feeds& feeds, cons
     if (run_metadata) hv.run_metadata = *run_metadata;
   }
   combined_results_.clear();
-  for (size_t i = 0; i < num_hooks; ++i) {
-    const bool fetched = hook_fetch_begin_[i] != hook_fetch_begin_[i + 1];
+  for (const size_t i : after_run_hooks_) {
+    const bool fetched = hook_fetch_begin_[i] != hook_fetch_end_[i];
     hooks_[i]->after_run(ctx, fetched ? hook_values_[i] : no_fetch_values_);
   }
   if (ctx.stop_requested()) stop_requested_ = true;

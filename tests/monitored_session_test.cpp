@@ -27,23 +27,26 @@ namespace {
 // Records every call it receives, in a log shared by all hooks of a test.
 struct RecordingHook : th::SessionRunHook {
   std::string name;
-  std::vector<std::string>* calls;
+  std::vector<std::string>* log;
   th::SessionRunArgs args;
   std::function<void(th::SessionRunContext&)> on_after_run;
   std::vector<th::RunResults> seen;
-  RecordingHook(std::string n, std::vector<std::string>* c) : name(std::move(n)), calls(c) {}
-  void begin() override { calls->push_back(name + ".begin"); }
-  void after_create_session(th::Session&, th::Coordinator&) override { calls->push_back(name + ".after_create_session"); }
+  Calls declared;  // what calls() says
+  RecordingHook(std::string n, std::vector<std::string>* c, Calls d = {})
+      : name(std::move(n)), log(c), declared(d) {}
+  Calls calls() const override { return declared; }
+  void begin() override { log->push_back(name + ".begin"); }
+  void after_create_session(th::Session&, th::Coordinator&) override { log->push_back(name + ".after_create_session"); }
   th::SessionRunArgs before_run(th::SessionRunContext&) override {
-    calls->push_back(name + ".before_run");
+    log->push_back(name + ".before_run");
     return args;
   }
   void after_run(th::SessionRunContext& ctx, const th::SessionRunValues& v) override {
-    calls->push_back(name + ".after_run");
+    log->push_back(name + ".after_run");
     seen.push_back(v.results);
     if (on_after_run) on_after_run(ctx);
   }
-  void end(th::Session&) override { calls->push_back(name + ".end"); }
+  void end(th::Session&) override { log->push_back(name + ".end"); }
 };
 
 struct Model {
@@ -75,6 +78,40 @@ TEST(MonitoredSessionTest, CallsHooksInTfOrder) {
   EXPECT_EQ(calls, (std::vector<std::string>{"a.begin", "b.begin", "a.after_create_session", "b.after_create_session",
                                              "a.before_run", "b.before_run", "a.after_run", "b.after_run", "a.end",
                                              "b.end"}));
+}
+
+TEST(MonitoredSessionTest, AHookIsCalledPerRunOnlyForTheCallsItDeclares) {
+  Model m;
+  std::vector<std::string> calls;
+  auto none = std::make_shared<RecordingHook>("none", &calls,
+                                              th::SessionRunHook::Calls{false, false});
+  auto after = std::make_shared<RecordingHook>("after", &calls, th::SessionRunHook::Calls{false, true});
+  auto before = std::make_shared<RecordingHook>("before", &calls, th::SessionRunHook::Calls{true, false});
+  auto both = std::make_shared<RecordingHook>("both", &calls);
+  // Fetches of a hook whose before_run is skipped are never asked for.
+  none->args.fetches = {m.loss};
+  after->args.fetches = {m.loss};
+  both->args.fetches = {m.w};
+  {
+    th::MonitoredSession sess(chief(m.g), {none, after, before, both});
+    sess.run(m.train, m.feeds());
+    sess.run(m.train, m.feeds());
+  }
+  std::vector<std::string> per_run = {"before.before_run", "both.before_run", "after.after_run",
+                                      "both.after_run"};
+  std::vector<std::string> expected = {"none.begin", "after.begin", "before.begin", "both.begin",
+                                       "none.after_create_session", "after.after_create_session",
+                                       "before.after_create_session", "both.after_create_session"};
+  expected.insert(expected.end(), per_run.begin(), per_run.end());
+  expected.insert(expected.end(), per_run.begin(), per_run.end());
+  for (const char* h : {"none", "after", "before", "both"}) expected.push_back(std::string(h) + ".end");
+  EXPECT_EQ(calls, expected);
+  // The hook called after the run only gets no values; the other its own fetch.
+  ASSERT_EQ(after->seen.size(), 2u);
+  EXPECT_TRUE(after->seen[1].empty());
+  ASSERT_EQ(both->seen.size(), 2u);
+  EXPECT_EQ(both->seen[1].size(), 1u);
+  EXPECT_TRUE(both->seen[1].contains(m.w));
 }
 
 TEST(MonitoredSessionTest, HookFetchesAreMergedWithTheCallersAndSplitBack) {

@@ -275,6 +275,10 @@ class MonitoredSession {
   std::vector<SessionRunValues> hook_values_;
   SessionRunValues no_fetch_values_;  // what hooks that fetched nothing get
   std::vector<size_t> hook_fetch_begin_;
+  std::vector<size_t> hook_fetch_end_;
+  // The hooks whose before_run / after_run are called (SessionRunHook::calls()), in order.
+  std::vector<size_t> before_run_hooks_;
+  std::vector<size_t> after_run_hooks_;
   std::vector<Node> combined_fetches_;
   Feeds combined_feeds_;
   RunResults combined_results_;

@@ -116,6 +116,7 @@ class CheckpointSaverHook : public SessionRunHook {
   void begin() override;
   void after_create_session(Session& session, Coordinator& coord) override;
   void after_run(SessionRunContext& run_context, const SessionRunValues& run_values) override;
+  Calls calls() const override { return {.before_run = false}; }
   void end(Session& session) override;
 
   // <checkpoint_dir>/<checkpoint_basename>: the prefix of every checkpoint this hook writes.

@@ -15,6 +15,7 @@ class FeedFnHook : public SessionRunHook {
  public:
   explicit FeedFnHook(std::function<Feeds()> feed_fn);
   SessionRunArgs before_run(SessionRunContext& run_context) override;
+  Calls calls() const override { return {.after_run = false}; }
 
  private:
   std::function<Feeds()> feed_fn_;

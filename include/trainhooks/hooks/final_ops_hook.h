@@ -17,6 +17,7 @@ class FinalOpsHook : public SessionRunHook {
   explicit FinalOpsHook(Fetches final_ops, Feeds final_ops_feed_dict = {});
 
   void end(Session& session) override;
+  Calls calls() const override { return {.before_run = false, .after_run = false}; }
   // Empty until end() ran.
   const RunResults& final_ops_values() const { return values_; }
 

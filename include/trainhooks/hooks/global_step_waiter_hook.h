@@ -20,6 +20,7 @@ class GlobalStepWaiterHook : public SessionRunHook {
 
   void begin() override;
   SessionRunArgs before_run(SessionRunContext& run_context) override;
+  Calls calls() const override { return {.after_run = false}; }
 
  private:
   int64_t wait_until_step_;

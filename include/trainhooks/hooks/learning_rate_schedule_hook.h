@@ -60,6 +60,7 @@ class LearningRateScheduleHook : public SessionRunHook {
   void begin() override;
   void after_create_session(Session& session, Coordinator& coord) override;
   SessionRunArgs before_run(SessionRunContext& run_context) override;
+  Calls calls() const override { return {.after_run = false}; }
 
   const LearningRateSchedule& schedule() const { return schedule_; }
 

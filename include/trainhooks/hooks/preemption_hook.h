@@ -42,6 +42,7 @@ class PreemptionHook : public SessionRunHook {
   void begin() override;
   void after_create_session(Session& session, Coordinator& coord) override;
   void after_run(SessionRunContext& run_context, const SessionRunValues& run_values) override;
+  Calls calls() const override { return {.before_run = false}; }
   void end(Session& session) override;
 
   // The signal that made this hook stop training (SIGTERM or SIGINT); 0 if none did.

@@ -31,6 +31,7 @@ class StopAtStepHook : public SessionRunHook {
   void begin() override;
   void after_create_session(Session& session, Coordinator& coord) override;
   void after_run(SessionRunContext& run_context, const SessionRunValues& run_values) override;
+  Calls calls() const override { return {.before_run = false}; }
 
   // The step at which training stops (known after the first session was created).
   std::optional<int64_t> last_step() const { return last_step_; }
