@@ -12,6 +12,9 @@
 //   - TensorBoard summaries in --logdir (loss, train accuracy, learning_rate, weight histograms,
 //     a grid of the batch's images) and --logdir/eval (test accuracy and loss)
 //   - a progress bar on a terminal, plain progress lines every 30 s otherwise
+//   - --distributed: data-parallel over the processes torchrun starts (docs/distributed.md), each
+//     on its shard of the training split with a batch of --batch-size, the gradients averaged;
+//     rank 0 plans, evaluates, writes checkpoints and summaries
 //
 // The budget is --minutes (default 3) or --steps. Minutes are turned into a number of steps by
 // timing a few steps of the model on this machine before training, so that the schedule can end
@@ -19,7 +22,9 @@
 //
 //   fashion_mnist [--minutes 3 | --steps N] [--data-dir DIR] [--logdir DIR] [--batch-size 64]
 //                 [--lr 0.002] [--optimizer adam|sgd] [--warmup-steps 200] [--eval-every N]
-//                 [--preempted-exit-code N] ...
+//                 [--preempted-exit-code N] [--distributed] ...
+//   torchrun --no_python --redirects 2 --tee 2 --nnodes=1 --nproc_per_node=2
+//            fashion_mnist --distributed --steps 2000     (one command line)
 //
 // Exit status: 0 when the run is complete; 1 on an error, said in one line
 // (`fashion_mnist: <what>`, naming the file and the cause); 2 for a usage error; after SIGTERM
@@ -69,6 +74,7 @@ struct Flags {
   bool progress = true;
   std::string regularize = "auto";
   std::optional<int> preempted_exit_code;  // default: 128 + the signal
+  bool distributed = false;
 };
 
 using fashion_mnist::Net;
@@ -116,10 +122,14 @@ std::optional<Plan> read_plan(const fs::path& path) {
   }
 }
 
+nlohmann::json plan_json(const Plan& plan) {
+  return {{"total_steps", plan.total_steps},
+          {"batch_size", plan.batch_size},
+          {"regularize", plan.regularize}};
+}
+
 void write_plan(const fs::path& path, const Plan& plan) {
-  nlohmann::json j = {{"total_steps", plan.total_steps},
-                      {"batch_size", plan.batch_size},
-                      {"regularize", plan.regularize}};
+  const nlohmann::json j = plan_json(plan);
   // Written aside and renamed: a run killed meanwhile leaves the old plan or none, never half.
   const fs::path tmp = path.string() + ".tmp";
   {
@@ -185,24 +195,39 @@ void keep_freed_memory() {
   mallopt(M_TRIM_THRESHOLD, 256 << 20);
 }
 
+// torchrun's LOCAL_WORLD_SIZE: the processes on this machine.
+int local_processes() {
+  const char* value = std::getenv("LOCAL_WORLD_SIZE");
+  return value ? std::max(1, std::atoi(value)) : 1;
+}
+
 int run(const Flags& f) {
   keep_freed_memory();
   // Each line as it is printed, also into a pipe or a log file (the log lines go to stderr).
   std::cout << std::unitbuf;
-  // LibTorch's default may be one thread (it counts physical cores as it sees them): use them all.
-  torch::set_num_threads(f.threads > 0
-                             ? f.threads
-                             : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  // With --distributed, torchrun's processes; else a group of one.
+  std::shared_ptr<th::distributed::ProcessGroup> pg;
+  if (f.distributed) pg = th::distributed::init();
+  const bool chief = !pg || pg->is_chief();
+  const int world = pg ? pg->world_size() : 1;
+  // LibTorch's default may be one thread (it counts physical cores as it sees them): use them
+  // all, shared by the processes of this machine.
+  torch::set_num_threads(
+      f.threads > 0 ? f.threads
+                    : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
+                                      (pg ? local_processes() : 1)));
   torch::manual_seed(static_cast<uint64_t>(f.seed));
-  fs::create_directories(f.logdir);
+  if (chief) fs::create_directories(f.logdir);
 
   auto train_source = th::fashion_mnist_source(f.data_dir, th::FashionMnistSplit::kTrain);
   auto test_source = th::fashion_mnist_source(f.data_dir, th::FashionMnistSplit::kTest);
 
-  // The plan: from a previous run of this logdir, or the budget.
+  // The plan: from a previous run of this logdir, or the budget; decided by the chief.
   const fs::path plan_path = fs::path(f.logdir) / "plan.json";
-  auto plan = read_plan(plan_path);
-  if (plan) {
+  std::optional<Plan> plan = chief ? read_plan(plan_path) : Plan{};
+  if (!chief) {
+    // Given by the chief below.
+  } else if (plan) {
     if (plan->batch_size != f.batch_size) {
       throw th::InvalidArgument(fmt::format(
           "--batch-size {} differs from the {} of the run in {}: use the same, or a new --logdir",
@@ -211,8 +236,8 @@ int run(const Flags& f) {
     std::cout << fmt::format("Continuing the run in {}: {} steps in all\n", f.logdir,
                              plan->total_steps);
   } else {
-    const double per_epoch =
-        static_cast<double>(train_source->size()) / static_cast<double>(f.batch_size);
+    const double per_epoch = static_cast<double>(train_source->size()) /
+                             static_cast<double>(f.batch_size * world);
     plan = Plan{f.steps, f.batch_size, f.regularize == "on"};
     if (f.steps == 0) {
       // Start-up and the evaluations (every --eval-every steps and at the end) come out of the
@@ -252,6 +277,15 @@ int run(const Flags& f) {
         plan->total_steps / per_epoch, kDropout, plan->regularize ? "on" : "off");
     write_plan(plan_path, *plan);
   }
+  if (pg) {
+    const auto j = nlohmann::json::parse(pg->broadcast_bytes(chief ? plan_json(*plan).dump() : ""));
+    plan = Plan{j["total_steps"].get<int64_t>(), j["batch_size"].get<int64_t>(),
+                j["regularize"].get<bool>()};
+    if (plan->batch_size != f.batch_size) {
+      throw th::InvalidArgument(fmt::format("--batch-size {} differs from the chief's {}",
+                                            f.batch_size, plan->batch_size));
+    }
+  }
   // The same initial weights whatever the planning did.
   torch::manual_seed(static_cast<uint64_t>(f.seed));
   Net net(net_options(plan->regularize));
@@ -268,7 +302,8 @@ int run(const Flags& f) {
                         .seed = f.seed,
                         .num_epochs = 0,
                         .drop_last = true});
-  auto test = g.input("test", test_source, {.batch_size = 1000});
+  // Read whole by the chief's EvaluationHook alone.
+  auto test = g.input("test", test_source, {.batch_size = 1000, .shard_across_ranks = false});
 
   // Training: loss and accuracy of the batch (accuracy only when a summary asks for it).
   const th::Node images = train.data(), labels = train.target();
@@ -298,7 +333,9 @@ int run(const Flags& f) {
   });
 
   auto optimizer = f.optimizer == "adam" ? th::adam(f.lr) : th::sgd(f.lr, {.momentum = 0.9});
-  auto train_op = g.minimize("train_op", loss, optimizer);
+  th::MinimizeOptions minimize;
+  if (pg) minimize.gradient_transforms = {th::distributed::average_gradients(pg)};
+  auto train_op = g.minimize("train_op", loss, optimizer, minimize);
   auto schedule =
       th::linear_warmup(f.warmup_steps, th::cosine_decay(f.lr, plan->total_steps - f.warmup_steps));
 
@@ -330,35 +367,41 @@ int run(const Flags& f) {
       std::make_shared<th::LearningRateScheduleHook>(
           train_op, schedule,
           th::LearningRateScheduleHookOptions{.every_n_steps = f.summary_steps,
-                                              .output_dir = f.logdir}),
-      evaluation,
+                                              .output_dir = chief ? f.logdir : ""}),
   };
-  if (f.progress)
+  // The evaluation and the progress bar: the chief's.
+  th::Hooks chief_only_hooks = {evaluation};
+  if (f.progress && chief)
     hooks.push_back(
         std::make_shared<th::ProgressBarHook>(th::ProgressBarHookOptions{.loss = loss}));
 
   // A finished run would train one more step if restored (TF's StopAtStepHook rule): say so
   // instead.
-  if (auto latest = th::Saver::latest_checkpoint(f.logdir)) {
+  bool complete = false;
+  if (auto latest = chief ? th::Saver::latest_checkpoint(f.logdir) : std::nullopt) {
     if (auto done = th::CheckpointManager::step_of(*latest); done && *done >= plan->total_steps) {
       std::cout << fmt::format(
           "The run in {} is complete ({} of {} steps). Train again with a new --logdir.\n",
           f.logdir, *done, plan->total_steps);
-      return 0;
+      complete = true;
     }
   }
+  if (pg) complete = pg->any(complete);
+  if (complete) return 0;
 
   auto start = std::chrono::steady_clock::now();
   th::MonitoredTrainingSession sess(
       g,
       {.checkpoint_dir = f.logdir,
        .hooks = hooks,
+       .chief_only_hooks = chief_only_hooks,
        .save_checkpoint_secs = f.save_steps ? std::nullopt : std::optional<double>(60),
        .save_checkpoint_steps = f.save_steps ? std::optional<int64_t>(f.save_steps) : std::nullopt,
        .save_summaries_steps = f.summary_steps,
-       .log_step_count_steps = 1000});
+       .log_step_count_steps = 1000,
+       .process_group = pg});
   const int64_t first_step = g.global_step_value();
-  if (first_step > 0) std::cout << fmt::format("Resumed at step {}\n", first_step);
+  if (first_step > 0 && chief) std::cout << fmt::format("Resumed at step {}\n", first_step);
   while (!sess.should_stop()) sess.run(train_op);
   // The final checkpoint and evaluation: closed explicitly, so that a failure (a full disk) ends
   // the program with an error instead of a line in the destructor's log.
@@ -382,6 +425,7 @@ int run(const Flags& f) {
         th::signal_name(sig), step, plan->total_steps, f.logdir);
     return f.preempted_exit_code.value_or(th::exit_status_for_signal(sig));
   }
+  if (!chief) return 0;  // the chief reports
   auto acc = th::metrics_board(g).latest("eval/accuracy");
   std::cout << fmt::format(
       "Final test accuracy: {:.2f} % at step {} ({} steps in {:.1f} min; TensorBoard: "
@@ -457,6 +501,8 @@ int main(int argc, char** argv) {
                  "epochs)")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
+  app.add_flag("--distributed", f.distributed,
+               "Data-parallel over the processes that torchrun starts (see docs/distributed.md)");
   app.add_option("--preempted-exit-code", f.preempted_exit_code,
                  "Exit status after SIGTERM or SIGINT (default: 128 + the signal: 143, 130)")
       ->check(not_a_flag)

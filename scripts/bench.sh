@@ -41,6 +41,36 @@ for bin in "$BENCH_DIR"/*_bench; do
   name=$(basename "$bin")
   if [[ "$name" == fashion_mnist_bench ]]; then
     continue  # below, against the PyTorch peer
+  elif [[ "$name" == distributed_bench ]]; then
+    # Two processes of itself on loopback: gradient averaging and 1- vs 2-process throughput.
+    echo "== Distributed (2 processes on loopback, $(nproc) cores)"
+    "$bin" --rounds "${BENCH_DISTRIBUTED_ROUNDS:-5}" 2> /dev/null > "$OUT/distributed.jsonl" || echo "  distributed_bench failed"
+    python3 - "$OUT/distributed.jsonl" "$TABLE" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+table = open(sys.argv[2], "a")
+def fmt(d, unit=""):
+    return f"{d['median']:.3g}{unit} ({d['min']:.3g}-{d['max']:.3g})"
+tp = {}
+for r in rows:
+    if r["bench"] == "averaging":
+        print(f"  averaging {r['gradients']} ({r['tensors']} tensors, {r['elements']} elements): "
+              f"bucketed {fmt(r['bucketed_us'], ' us')}, one allreduce per tensor {fmt(r['per_tensor_us'], ' us')}, "
+              f"one allreduce of all {fmt(r['one_flat_us'], ' us')}")
+        ok = r["ratio_per_tensor"]["median"] <= 1.05
+        table.write("\t".join([f"gradient averaging / per-tensor allreduce, {r['gradients']}", "<= 1.05",
+                               fmt(r["ratio_per_tensor"]), "met" if ok else "NOT met"]) + "\n")
+        table.write("\t".join([f"gradient averaging / one flat allreduce, {r['gradients']}", "(reported)",
+                               fmt(r["ratio_one_flat"]), "-"]) + "\n")
+    elif r["bench"] == "throughput":
+        tp[r["processes"]] = r
+        print(f"  {r['processes']} process(es), {r['threads_each']} thread(s) each, batch {r['batch_each']} each: "
+              f"{fmt(r['examples_per_s'], ' examples/s')}")
+if 1 in tp and 2 in tp:
+    ratio = tp[2]["examples_per_s"]["median"] / tp[1]["examples_per_s"]["median"]
+    table.write("\t".join(["CNN throughput, 2 processes / 1 process, same global batch", "(reported)",
+                           f"{ratio:.3f}", "-"]) + "\n")
+PY
   elif [[ "$name" == checkpoint_bench ]]; then
     # Its own protocol: dd, save, snapshot, copy and restore in turn on one disk.
     "$bin" --sizes-mb "${BENCH_CHECKPOINT_SIZES_MB:-1,100,1024}" --repetitions "${BENCH_CHECKPOINT_REPETITIONS:-5}" \

@@ -78,11 +78,12 @@ void build_order(InputGroup& g) {
   g.order_epoch = g.position.epoch;
 }
 
-// The examples of one epoch that this group's shard reads.
+// The examples of one epoch that this group's shard reads: the same number for every shard, so
+// that the shards' epochs end at the same step (the last size % num_shards examples of each
+// epoch's order are left out, a different few each epoch when shuffled).
 int64_t examples_per_shard(const InputGroup& g) {
   const auto& o = g.options;
-  auto n = static_cast<int64_t>(g.source->size());
-  return n > o.shard_index ? (n - o.shard_index + o.num_shards - 1) / o.num_shards : 0;
+  return static_cast<int64_t>(g.source->size()) / o.num_shards;
 }
 
 }  // namespace

@@ -7,7 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "graph_internal.h"
 #include "trainhooks/checkpoint/checkpoint_manager.h"
+#include "trainhooks/distributed/agreed_stop_policy.h"
+#include "trainhooks/distributed/broadcast_variables_hook.h"
+#include "trainhooks/distributed/process_group.h"
 #include "trainhooks/errors.h"
 #include "trainhooks/graph.h"
 #include "trainhooks/hooks/checkpoint_saver_hook.h"
@@ -68,13 +72,13 @@ bool is_preemption_hook(const std::shared_ptr<SessionRunHook>& h) {
 ResolvedTrainingOptions resolve_training_options(const MonitoredTrainingSessionOptions& o) {
   validate(o);
   ResolvedTrainingOptions r;
-  r.is_chief = o.is_chief;
+  r.is_chief = o.process_group ? o.process_group->is_chief() : o.is_chief;
   // One PreemptionHook is enough: a program that passes its own keeps it where it put it.
   const bool has_own = std::any_of(o.hooks.begin(), o.hooks.end(), is_preemption_hook) ||
-                       (o.is_chief && std::any_of(o.chief_only_hooks.begin(),
+                       (r.is_chief && std::any_of(o.chief_only_hooks.begin(),
                                                   o.chief_only_hooks.end(), is_preemption_hook));
   r.add_preemption_hook = o.handle_preemption_signals && !has_own;
-  if (!o.is_chief) return r;  // a worker restores nothing and runs only the user's hooks
+  if (!r.is_chief) return r;  // a worker restores nothing and runs only the user's hooks
 
   r.checkpoint_dir = o.checkpoint_dir;
   r.summary_dir = o.summary_dir.empty() ? o.checkpoint_dir : o.summary_dir;
@@ -132,6 +136,20 @@ MonitoredTrainingSession::Parts MonitoredTrainingSession::assemble(
                                           .max_recovery_attempts = o.max_recovery_attempts,
                                           .recovery_backoff_secs = o.recovery_backoff_secs,
                                           .stop_policy = o.stop_policy};
+  const auto& pg = o.process_group;
+  const bool distributed = pg && pg->world_size() > 1;
+  if (distributed) {
+    // A recovery would recreate this rank's session alone while the others wait in a collective.
+    parts.options.recoverable = false;
+    if (!parts.options.stop_policy) parts.options.stop_policy = distributed::agreed_stop_policy(pg);
+    // Each rank reads its own shard of every input that was not sharded by the program.
+    for (internal::InputGroup& input : internal::GraphInternal::state(graph).inputs) {
+      if (input.options.num_shards == 1 && input.options.shard_across_ranks) {
+        input.options.num_shards = pg->world_size();
+        input.options.shard_index = pg->rank();
+      }
+    }
+  }
 
   // The chief's checkpoints: one manager of checkpoint_dir, which restores at creation and which
   // the CheckpointSaverHook saves through, so that "already saved at this step" and retention
@@ -156,12 +174,23 @@ MonitoredTrainingSession::Parts MonitoredTrainingSession::assemble(
     SessionCreatorOptions creator_options{.env = o.env};
     if (manager) creator_options.restore = restore_latest_checkpoint(manager);
     parts.creator = std::make_unique<ChiefSessionCreator>(graph, std::move(creator_options));
+  } else if (pg) {
+    // A worker of a group initialises its graph (optimizers, inputs) like the chief; the
+    // BroadcastVariablesHook then gives it the chief's state.
+    parts.creator =
+        std::make_unique<ChiefSessionCreator>(graph, SessionCreatorOptions{.env = o.env});
   } else {
     parts.creator =
         std::make_unique<WorkerSessionCreator>(graph, SessionCreatorOptions{.env = o.env});
   }
 
   Hooks& all = parts.hooks;
+  if (pg) {
+    // First, so that every other hook's after_create_session sees the chief's state (a
+    // StopAtStepHook's num_steps counts from the chief's restored step).
+    all.push_back(std::make_shared<distributed::BroadcastVariablesHook>(
+        pg, distributed::BroadcastVariablesHookOptions{.timeout_secs = o.max_wait_secs}));
+  }
   if (r.add_preemption_hook) all.push_back(std::make_shared<PreemptionHook>());
   if (!r.is_chief) {
     all.insert(all.end(), o.hooks.begin(), o.hooks.end());

@@ -1,5 +1,9 @@
 #include "test_util.h"
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <ATen/ATen.h>
 
 #include <cstdio>
@@ -56,6 +60,20 @@ std::string run_command(const std::string& command, int& status) {
   while (size_t n = std::fread(buf, 1, sizeof(buf), pipe)) out.append(buf, n);
   status = ::pclose(pipe);
   return out;
+}
+
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw std::runtime_error("free_port: socket() failed");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+                  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  close(fd);
+  if (!ok) throw std::runtime_error("free_port: no loopback port");
+  return ntohs(addr.sin_port);
 }
 
 }  // namespace trainhooks::testing

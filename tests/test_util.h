@@ -76,4 +76,7 @@ class TempDir {
 // `status`.
 std::string run_command(const std::string& command, int& status);
 
+// A loopback TCP port that nothing listened on a moment ago (bound to port 0, read, closed).
+int free_port();
+
 }  // namespace trainhooks::testing

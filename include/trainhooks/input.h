@@ -44,9 +44,16 @@ struct InputOptions {
   int64_t num_epochs = 1;  // <= 0: repeat forever
   bool drop_last = false;  // drop a last partial batch of each epoch
   // Shards for data-parallel training: this input reads examples shard_index, shard_index +
-  // num_shards, ... of each epoch's order.
+  // num_shards, ... of each epoch's order, size / num_shards of them, so that every shard has
+  // the same number of batches and the shards' epochs end together (the last size % num_shards
+  // examples of each epoch's order are left out). MonitoredTrainingSession sets these from the
+  // process group's rank and size for inputs that leave them at 1 and 0, unless
+  // shard_across_ranks is false.
   int64_t num_shards = 1;
   int64_t shard_index = 0;
+  // false: with a process group, every rank reads all of this input (e.g. an evaluation input
+  // that only the chief's EvaluationHook reads).
+  bool shard_across_ranks = true;
 };
 
 // Where an input is: `offset` examples of epoch `epoch` (0-based) have been consumed.

@@ -1,9 +1,9 @@
 // MonitoredTrainingSession (TF's): a MonitoredSession assembled for training, with the default
 // hooks and checkpoint restore of TF's function of the same name.
 //
-// The chief (is_chief, the default) restores the newest checkpoint of checkpoint_dir at creation
-// and after every recovery, and runs, in TF's order: chief_only_hooks, StepCounterHook,
-// SummarySaverHook, CheckpointSaverHook, then `hooks`. A worker restores nothing and runs only
+// The chief (is_chief, the default; rank 0 of a process_group) restores the newest checkpoint of
+// checkpoint_dir at creation and after every recovery, and runs, in TF's order: chief_only_hooks,
+// StepCounterHook, SummarySaverHook, CheckpointSaverHook, then `hooks`. A worker restores nothing and runs only
 // `hooks`. Both put a PreemptionHook first unless handle_preemption_signals is false.
 // Which default hooks run, and with which periods, is decided once by
 // resolve_training_options(), which a program can call to see what it gets.
@@ -31,8 +31,12 @@
 namespace trainhooks {
 
 class Graph;
+namespace distributed {
+class ProcessGroup;
+}
 
 struct MonitoredTrainingSessionOptions {
+  // Ignored when process_group is set: the chief is its rank 0.
   bool is_chief = true;
   // Checkpoints: the chief restores the newest one at creation and after a recovery, and its
   // CheckpointSaverHook saves `model.ckpt-<step>` here (see hooks/checkpoint_saver_hook.h), both
@@ -67,6 +71,15 @@ struct MonitoredTrainingSessionOptions {
   int max_recovery_attempts = 10;
   double recovery_backoff_secs = 1;
   std::shared_ptr<StopPolicy> stop_policy;
+  // Data-parallel training over a process group (distributed/process_group.h, docs/distributed.md):
+  // rank 0 is the chief (it alone restores and runs the chief-only default hooks); every rank
+  // initialises its graph and a distributed::BroadcastVariablesHook, first of all hooks, gives
+  // the workers the chief's state after each session creation (each wait bounded by
+  // max_wait_secs); the stop decision is agreed across the ranks (distributed/agreed_stop_policy.h)
+  // unless stop_policy is given; inputs left at num_shards 1 read the shard of this rank; and a
+  // failed run is not recovered when the group has several processes. The gradients are averaged
+  // by the train op (distributed/average_gradients.h), not here.
+  std::shared_ptr<distributed::ProcessGroup> process_group;
 };
 
 // The options with every default that depends on other options filled in: what

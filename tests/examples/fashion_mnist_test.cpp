@@ -281,3 +281,32 @@ TEST_F(FashionMnistExampleTest, AGarbledStateFileIsOneLineNamingItNotAnAbort) {
 }
 
 }  // namespace
+
+// The main job under torchrun with --distributed: 2 ranks, each on its shard, one report (the
+// chief's), summaries and checkpoints written once, by the chief.
+TEST_F(FashionMnistExampleTest, DistributedUnderTorchrunTrainsOnceAndReportsOnce) {
+  const std::string torchrun = "/usr/bin/torchrun";
+  if (!fs::exists(torchrun)) GTEST_SKIP() << "no " << torchrun << " (python3-torch)";
+  const std::string logdir = dir.file("run");
+  std::vector<std::string> argv = {"/usr/bin/env", "-u", "RANK", "-u", "WORLD_SIZE", torchrun,
+                                   "--no_python", "--redirects", "2", "--tee", "2", "--nnodes=1",
+                                   "--nproc_per_node=2", "--master_addr", "127.0.0.1",
+                                   "--master_port", std::to_string(th::testing::free_port()), "--log_dir", dir.file("logs"), kExample,
+                                   "--distributed"};
+  for (const auto& a : args(logdir, 60)) argv.push_back(a);
+  th::testing::ChildProcess child(argv, dir.file("stderr.txt"));
+  auto status = child.wait(300);
+  if (!status) child.kill_and_reap();
+  const std::string err = read_file(dir.file("stderr.txt"));
+  ASSERT_TRUE(status) << "torchrun did not finish:\n" << err;
+  ASSERT_EQ(exit_code(*status), 0) << err;
+  int finals = 0;
+  for (const auto& l : child.lines())
+    if (l.rfind("Final test accuracy:", 0) == 0) ++finals;
+  EXPECT_EQ(finals, 1) << err;
+  EXPECT_TRUE(fs::exists(logdir + "/model.ckpt-60")) << err;
+  EXPECT_THAT(err, HasSubstr("Broadcast "));
+  // One writer of each step's summaries: a second would repeat steps (scalars() fails on that).
+  EXPECT_FALSE(scalars(logdir, "loss").empty());
+  EXPECT_EQ(scalars(logdir + "/eval", "accuracy").size(), 1u);
+}

@@ -1,0 +1,101 @@
+// Process groups for data-parallel training on LibTorch's c10d: a Gloo process group over a TCP
+// store (the rendezvous that torchrun sets up) or a file store, with the collectives the
+// distributed hooks and the gradient averaging use.
+//
+//   auto pg = th::distributed::init();   // RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT from torchrun
+//   g.minimize("train", loss, th::sgd(0.1),
+//              {.gradient_transforms = {th::distributed::average_gradients(pg)}});
+//   th::MonitoredTrainingSession sess(g, {.checkpoint_dir = dir, .process_group = pg});
+//
+// Launched with Debian's torchrun (torch 1.13 on Python 3.11, which needs --no_python and a
+// non-zero --redirects / --tee):
+//   torchrun --no_python --redirects 2 --tee 2 --nnodes=1 --nproc_per_node=2 ./train
+// or by hand with the same variables (docs/distributed.md).
+//
+// Rank 0 is the chief. A process without RANK and WORLD_SIZE (and no explicit options) is a group
+// of one: no store, no sockets, and every collective returns at once with its input.
+//
+// Every collective is called by every rank in the same order, on CPU tensors, from one thread at
+// a time. Each wait is bounded by the group's timeout (or the call's): a peer that died or hangs
+// ends the call with DeadlineExceededError (timeout) or UnavailableError (a connection closed),
+// naming the operation and this rank. MonitoredTrainingSession over a group of several processes
+// does not recover from them (one rank cannot recreate its session alone): the error ends the
+// process, and torchrun's --max_restarts restarts the group from the newest checkpoint.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace trainhooks::distributed {
+
+struct InitOptions {
+  // Each unset value comes from torchrun's variable of the same name (RANK, WORLD_SIZE,
+  // LOCAL_RANK, MASTER_ADDR, MASTER_PORT); LOCAL_RANK defaults to the rank.
+  std::optional<int> rank;
+  std::optional<int> world_size;
+  std::optional<int> local_rank;
+  std::string master_addr;
+  std::optional<int> master_port;
+  // A file that every process can reach (one machine, or a shared file system) for the
+  // rendezvous, instead of the TCP store at master_addr:master_port. It must not exist before the
+  // group's first process starts; c10d removes it when the last one ends.
+  std::string file_store;
+  // The rendezvous (all world_size processes reached the store) and every collective.
+  double timeout_secs = 300;
+};
+
+enum class ReduceOp { kSum, kMax, kMin };
+
+class ProcessGroup {
+ public:
+  ~ProcessGroup();
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  int rank() const { return rank_; }
+  int world_size() const { return world_size_; }
+  int local_rank() const { return local_rank_; }
+  bool is_chief() const { return rank_ == 0; }
+  // TORCHELASTIC_RESTART_COUNT: how many times torchrun restarted this group (0: first start).
+  int restart_count() const { return restart_count_; }
+  double timeout_secs() const { return timeout_secs_; }
+  // "rank 1 of 2".
+  std::string describe() const;
+
+  // In place, on every rank: `tensor` becomes the reduction over the ranks (contiguous CPU).
+  // `timeout_secs` <= 0: the group's timeout.
+  void allreduce(at::Tensor& tensor, ReduceOp op = ReduceOp::kSum, double timeout_secs = 0);
+  // In place: `tensor` becomes root's on every rank.
+  void broadcast(at::Tensor& tensor, int root = 0, double timeout_secs = 0);
+  // Root's bytes on every rank (the others' `bytes` are ignored).
+  std::string broadcast_bytes(const std::string& bytes, int root = 0, double timeout_secs = 0);
+  // Whether `value` is true on any rank.
+  bool any(bool value, double timeout_secs = 0);
+  // Returns when every rank called it.
+  void barrier(double timeout_secs = 0);
+
+  struct Backend;  // c10d's store and process group (process_group.cpp)
+
+ private:
+  friend std::shared_ptr<ProcessGroup> init(const InitOptions& options);
+  ProcessGroup() = default;
+
+  int rank_ = 0;
+  int world_size_ = 1;
+  int local_rank_ = 0;
+  int restart_count_ = 0;
+  double timeout_secs_ = 300;
+  std::unique_ptr<Backend> backend_;  // null for a group of one
+};
+
+// Joins the group that the options and torchrun's environment describe (see InitOptions).
+// InvalidArgument naming the variable or option that is missing or malformed (a rank outside
+// [0, world_size), a port outside [1, 65535], RANK without WORLD_SIZE); DeadlineExceededError
+// naming the store's address when the other processes do not arrive within timeout_secs, and
+// UnavailableError when the master cannot be reached.
+std::shared_ptr<ProcessGroup> init(const InitOptions& options = {});
+
+}  // namespace trainhooks::distributed

@@ -1,0 +1,150 @@
+#include "trainhooks/distributed/average_gradients.h"
+
+#include <ATen/ATen.h>
+
+#include <fmt/format.h>
+
+#include <vector>
+
+#include "trainhooks/distributed/process_group.h"
+#include "trainhooks/errors.h"
+
+namespace trainhooks::distributed {
+
+namespace {
+
+// A flat buffer for gradients [first, last) of the train op, all of one dtype.
+struct Bucket {
+  size_t first = 0;
+  size_t last = 0;
+  at::Tensor flat;
+};
+
+class GradientAverager {
+ public:
+  GradientAverager(std::shared_ptr<ProcessGroup> group, AverageGradientsOptions options)
+      : group_(std::move(group)), options_(options) {}
+
+  void operator()(std::span<at::Tensor> grads) {
+    if (group_->world_size() == 1) return;
+    if (!matches(grads)) plan(grads);
+    const double scale = 1.0 / group_->world_size();
+    for (Bucket& b : buckets_) {
+      if (b.last - b.first == 1 && grads[b.first].is_contiguous()) {
+        // One gradient: reduced in place, no copies.
+        at::Tensor& g = grads[b.first];
+        group_->allreduce(g);
+        g.mul_(scale);
+        continue;
+      }
+      int64_t offset = 0;
+      for (size_t i = b.first; i < b.last; ++i) {
+        const int64_t n = grads[i].numel();
+        b.flat.narrow(0, offset, n).copy_(grads[i].reshape({-1}));
+        offset += n;
+      }
+      group_->allreduce(b.flat);
+      b.flat.mul_(scale);
+      offset = 0;
+      for (size_t i = b.first; i < b.last; ++i) {
+        const int64_t n = grads[i].numel();
+        grads[i].copy_(b.flat.narrow(0, offset, n).view(grads[i].sizes()));
+        offset += n;
+      }
+    }
+  }
+
+ private:
+  // Whether the gradients have the layout the buckets were planned for.
+  bool matches(std::span<const at::Tensor> grads) const {
+    if (!planned_ || grads.size() != layout_.size()) return false;
+    for (size_t i = 0; i < grads.size(); ++i) {
+      const Layout& l = layout_[i];
+      if (grads[i].defined() != l.defined) return false;
+      if (l.defined && (grads[i].scalar_type() != l.dtype || grads[i].sizes() != l.sizes))
+        return false;
+    }
+    return true;
+  }
+
+  void plan(std::span<at::Tensor> grads) {
+    // Undefined gradients take no part; the others are packed in order, a bucket closing at a
+    // dtype change or when the next gradient would overflow it.
+    layout_.clear();
+    buckets_.clear();
+    int64_t defined = 0;
+    int64_t elements = 0;
+    size_t bucket_bytes = 0;
+    at::ScalarType bucket_dtype = at::kFloat;
+    for (size_t i = 0; i < grads.size(); ++i) {
+      const at::Tensor& g = grads[i];
+      Layout l;
+      l.defined = g.defined();
+      if (l.defined) {
+        if (!g.device().is_cpu()) {
+          throw InvalidArgument(
+              "average_gradients: gradients must be CPU tensors (the Gloo process group)");
+        }
+        l.dtype = g.scalar_type();
+        l.sizes = g.sizes().vec();
+        ++defined;
+        elements += g.numel();
+        const size_t bytes = g.numel() * g.element_size();
+        if (buckets_.empty() || buckets_.back().last != i || bucket_dtype != l.dtype ||
+            bucket_bytes + bytes > options_.bucket_bytes) {
+          buckets_.push_back(Bucket{i, i, {}});
+          bucket_bytes = 0;
+          bucket_dtype = l.dtype;
+        }
+        buckets_.back().last = i + 1;
+        bucket_bytes += bytes;
+      }
+      layout_.push_back(std::move(l));
+    }
+    for (Bucket& b : buckets_) {
+      int64_t n = 0;
+      for (size_t i = b.first; i < b.last; ++i) n += grads[i].numel();
+      if (b.last - b.first > 1) b.flat = at::empty({n}, grads[b.first].options());
+    }
+    // Every rank must reduce the same buckets: compare the counts across the ranks.
+    at::Tensor counts = at::empty({4}, at::kLong);
+    auto* c = counts.data_ptr<int64_t>();
+    c[0] = defined;
+    c[1] = elements;
+    c[2] = -defined;
+    c[3] = -elements;
+    group_->allreduce(counts, ReduceOp::kMax);
+    if (c[0] != defined || c[1] != elements || -c[2] != defined || -c[3] != elements) {
+      throw InvalidArgument(fmt::format(
+          "average_gradients: the ranks' gradients differ ({}: {} gradients of {} elements; "
+          "across the ranks {} to {} gradients, {} to {} elements): every rank must compute the "
+          "gradients of the same variables",
+          group_->describe(), defined, elements, -c[2], c[0], -c[3], c[1]));
+    }
+    planned_ = true;
+  }
+
+  struct Layout {
+    bool defined = false;
+    at::ScalarType dtype = at::kFloat;
+    std::vector<int64_t> sizes;
+  };
+
+  std::shared_ptr<ProcessGroup> group_;
+  AverageGradientsOptions options_;
+  bool planned_ = false;
+  std::vector<Layout> layout_;
+  std::vector<Bucket> buckets_;
+};
+
+}  // namespace
+
+GradientTransform average_gradients(std::shared_ptr<ProcessGroup> group,
+                                    AverageGradientsOptions options) {
+  if (!group) throw InvalidArgument("average_gradients: the process group is null");
+  if (options.bucket_bytes == 0) throw InvalidArgument("average_gradients: bucket_bytes is 0");
+  auto averager = std::make_shared<GradientAverager>(std::move(group), options);
+  return [averager](std::span<at::Tensor> grads) { (*averager)(grads); };
+}
+
+}  // namespace trainhooks::distributed
