@@ -4,12 +4,14 @@
 //      against one allreduce of a tensor of their total size (the least any averaging can do);
 //      the gradient sets of the Fashion-MNIST CNN (35 k parameters in 6 tensors) and of a larger
 //      model (8 M parameters in 40 tensors); rounds interleaved, medians and ranges;
-//   2. training throughput of the Fashion-MNIST CNN on random data at one global batch: one
+//   2. the agreed stop decision (one allreduce of a flag per run);
+//   3. training throughput of the Fashion-MNIST CNN on random data at one global batch: one
 //      process (batch B, all cores) against 2 processes (batch B/2 each, cores shared, the
 //      gradients averaged).
 // Prints one JSON object per line; scripts/bench.sh makes them a table.
 //
 //   distributed_bench [--rounds 5] [--iterations 200] [--steps 100] [--batch 128]
+#include <malloc.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <torch/torch.h>
@@ -73,7 +75,7 @@ std::vector<torch::Tensor> large_gradients() {
 
 // Microseconds per averaging of `grads`, three ways, interleaved round by round.
 void averaging(const std::shared_ptr<dist::ProcessGroup>& pg, const Args& a, const char* name,
-               std::vector<torch::Tensor> grads) {
+               std::vector<torch::Tensor> grads, int iterations) {
   auto average = dist::average_gradients(pg);
   int64_t total = 0;
   for (const auto& g : grads) total += g.numel();
@@ -93,8 +95,8 @@ void averaging(const std::shared_ptr<dist::ProcessGroup>& pg, const Args& a, con
   auto time = [&](auto&& fn) {
     pg->barrier();
     const double t0 = now();
-    for (int i = 0; i < a.iterations; ++i) fn();
-    return (now() - t0) / a.iterations * 1e6;
+    for (int i = 0; i < iterations; ++i) fn();
+    return (now() - t0) / iterations * 1e6;
   };
   time(bucketed);  // plans the buckets, warms the connections
   std::vector<double> b, p, f, rp, rf;
@@ -106,13 +108,12 @@ void averaging(const std::shared_ptr<dist::ProcessGroup>& pg, const Args& a, con
     rf.push_back(b.back() / f.back());
   }
   if (pg->is_chief()) {
-    std::printf(
-        R"({"bench": "averaging", "gradients": "%s", "tensors": %zu, "elements": %lld, )"
-        R"("bucketed_us": {%s}, "per_tensor_us": {%s}, "one_flat_us": {%s}, )"
-        R"("ratio_per_tensor": {%s}, "ratio_one_flat": {%s}})"
-        "\n",
-        name, grads.size(), static_cast<long long>(total), summary(b).c_str(),
-        summary(p).c_str(), summary(f).c_str(), summary(rp).c_str(), summary(rf).c_str());
+    std::printf(R"({"bench": "averaging", "gradients": "%s", "tensors": %zu, "elements": %lld, )"
+                R"("bucketed_us": {%s}, "per_tensor_us": {%s}, "one_flat_us": {%s}, )"
+                R"("ratio_per_tensor": {%s}, "ratio_one_flat": {%s}})"
+                "\n",
+                name, grads.size(), static_cast<long long>(total), summary(b).c_str(),
+                summary(p).c_str(), summary(f).c_str(), summary(rp).c_str(), summary(rf).c_str());
     std::fflush(stdout);
   }
 }
@@ -148,14 +149,31 @@ double throughput(const std::shared_ptr<dist::ProcessGroup>& pg, const Args& a, 
 int rank_main(const Args& a) {
   auto pg = dist::init({.file_store = a.store, .timeout_secs = 120});
   torch::set_num_threads(1);
-  averaging(pg, a, "fashion_mnist_cnn", cnn_gradients());
-  averaging(pg, a, "large", large_gradients());
+  {
+    // The agreed stop decision: one allreduce of one flag per run.
+    std::vector<double> us;
+    for (int r = 0; r < a.rounds; ++r) {
+      pg->barrier();
+      const double t0 = now();
+      for (int i = 0; i < a.iterations; ++i) pg->any(false);
+      us.push_back((now() - t0) / a.iterations * 1e6);
+    }
+    if (pg->is_chief()) {
+      std::printf(R"({"bench": "stop_agreement", "us": {%s}})"
+                  "\n",
+                  summary(us).c_str());
+      std::fflush(stdout);
+    }
+  }
+  averaging(pg, a, "fashion_mnist_cnn", cnn_gradients(), a.iterations);
+  averaging(pg, a, "large", large_gradients(), std::max(1, a.iterations / 10));
   std::vector<double> rates;
   for (int r = 0; r < 3; ++r) rates.push_back(throughput(pg, a, a.batch / 2));
   if (pg->is_chief()) {
-    std::printf(R"({"bench": "throughput", "processes": 2, "threads_each": 1, "batch_each": %lld, "examples_per_s": {%s}})"
-                "\n",
-                static_cast<long long>(a.batch / 2), summary(rates).c_str());
+    std::printf(
+        R"({"bench": "throughput", "processes": 2, "threads_each": 1, "batch_each": %lld, "examples_per_s": {%s}})"
+        "\n",
+        static_cast<long long>(a.batch / 2), summary(rates).c_str());
     std::fflush(stdout);
   }
   return 0;
@@ -164,14 +182,23 @@ int rank_main(const Args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // As the main job (examples/fashion_mnist.cpp): freed memory stays in the process, so that
+  // neither configuration pays page faults for each step's activations.
+  mallopt(M_MMAP_THRESHOLD, 64 << 20);
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
   Args a;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
-    if (flag == "--rounds") a.rounds = std::stoi(value);
-    else if (flag == "--iterations") a.iterations = std::stoi(value);
-    else if (flag == "--steps") a.steps = std::stoi(value);
-    else if (flag == "--batch") a.batch = std::stoll(value);
-    else if (flag == "--store") a.store = value;
+    if (flag == "--rounds")
+      a.rounds = std::stoi(value);
+    else if (flag == "--iterations")
+      a.iterations = std::stoi(value);
+    else if (flag == "--steps")
+      a.steps = std::stoi(value);
+    else if (flag == "--batch")
+      a.batch = std::stoll(value);
+    else if (flag == "--store")
+      a.store = value;
     else {
       std::fprintf(stderr, "distributed_bench: unknown flag %s\n", flag.c_str());
       return 2;
@@ -180,14 +207,25 @@ int main(int argc, char** argv) {
   if (std::getenv("RANK") != nullptr) return rank_main(a);
 
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  std::printf(R"({"bench": "machine", "cores": %u})" "\n", cores);
+  std::printf(R"({"bench": "machine", "cores": %u})"
+              "\n",
+              cores);
   // One process, all cores, the whole batch.
   torch::set_num_threads(static_cast<int>(cores));
   std::vector<double> rates;
   for (int r = 0; r < 3; ++r) rates.push_back(throughput(nullptr, a, a.batch));
-  std::printf(R"({"bench": "throughput", "processes": 1, "threads_each": %u, "batch_each": %lld, "examples_per_s": {%s}})"
-              "\n",
-              cores, static_cast<long long>(a.batch), summary(rates).c_str());
+  std::printf(
+      R"({"bench": "throughput", "processes": 1, "threads_each": %u, "batch_each": %lld, "examples_per_s": {%s}})"
+      "\n",
+      cores, static_cast<long long>(a.batch), summary(rates).c_str());
+  // And on one core, for the scaling of one process.
+  torch::set_num_threads(1);
+  rates.clear();
+  for (int r = 0; r < 3; ++r) rates.push_back(throughput(nullptr, a, a.batch));
+  std::printf(
+      R"({"bench": "throughput", "processes": 1, "threads_each": 1, "batch_each": %lld, "examples_per_s": {%s}})"
+      "\n",
+      static_cast<long long>(a.batch), summary(rates).c_str());
   std::fflush(stdout);
 
   // Two ranks of this program over a file store.
@@ -205,10 +243,17 @@ int main(int argc, char** argv) {
       if (std::string(*e).rfind("RANK=", 0) != 0 && std::string(*e).rfind("WORLD_SIZE=", 0) != 0)
         envp.push_back(*e);
     envp.push_back(nullptr);
-    std::vector<std::string> args{argv[0], "--rounds", std::to_string(a.rounds), "--iterations",
-                                  std::to_string(a.iterations), "--steps",
-                                  std::to_string(a.steps), "--batch", std::to_string(a.batch),
-                                  "--store", store};
+    std::vector<std::string> args{argv[0],
+                                  "--rounds",
+                                  std::to_string(a.rounds),
+                                  "--iterations",
+                                  std::to_string(a.iterations),
+                                  "--steps",
+                                  std::to_string(a.steps),
+                                  "--batch",
+                                  std::to_string(a.batch),
+                                  "--store",
+                                  store};
     std::vector<char*> cargs;
     for (auto& s : args) cargs.push_back(s.data());
     cargs.push_back(nullptr);

@@ -62,12 +62,18 @@ for r in rows:
                                fmt(r["ratio_per_tensor"]), "met" if ok else "NOT met"]) + "\n")
         table.write("\t".join([f"gradient averaging / one flat allreduce, {r['gradients']}", "(reported)",
                                fmt(r["ratio_one_flat"]), "-"]) + "\n")
+    elif r["bench"] == "stop_agreement":
+        print(f"  agreed stop decision (one allreduce of a flag per run): {fmt(r['us'], ' us')}")
+        table.write("\t".join(["agreed stop decision per run, 2 processes, us", "(reported)",
+                               fmt(r["us"]), "-"]) + "\n")
     elif r["bench"] == "throughput":
-        tp[r["processes"]] = r
+        tp[(r["processes"], r["threads_each"])] = r
         print(f"  {r['processes']} process(es), {r['threads_each']} thread(s) each, batch {r['batch_each']} each: "
               f"{fmt(r['examples_per_s'], ' examples/s')}")
-if 1 in tp and 2 in tp:
-    ratio = tp[2]["examples_per_s"]["median"] / tp[1]["examples_per_s"]["median"]
+one = max((k for k in tp if k[0] == 1), default=None, key=lambda k: k[1])
+two = next((k for k in tp if k[0] == 2), None)
+if one and two:
+    ratio = tp[two]["examples_per_s"]["median"] / tp[one]["examples_per_s"]["median"]
     table.write("\t".join(["CNN throughput, 2 processes / 1 process, same global batch", "(reported)",
                            f"{ratio:.3f}", "-"]) + "\n")
 PY

@@ -35,20 +35,19 @@ std::string encode_state(Graph& g) {
   }
   c10::impl::GenericList optimizers(c10::AnyType::get());
   for (const auto& [name, s] : c.optimizers) {
-    optimizers.push_back(c10::ivalue::Tuple::create(
-        {IValue(name), s.encoded, IValue(s.archive), IValue(s.lrs)}));
+    optimizers.push_back(
+        c10::ivalue::Tuple::create({IValue(name), s.encoded, IValue(s.archive), IValue(s.lrs)}));
   }
   c10::impl::GenericList inputs(c10::AnyType::get());
   for (const auto& [name, p] : c.inputs) {
-    inputs.push_back(
-        c10::ivalue::Tuple::create({IValue(name), IValue(p.epoch), IValue(p.offset)}));
+    inputs.push_back(c10::ivalue::Tuple::create({IValue(name), IValue(p.epoch), IValue(p.offset)}));
   }
   c10::impl::GenericList state(c10::AnyType::get());
   for (const auto& [key, value] : c.state)
     state.push_back(c10::ivalue::Tuple::create({IValue(key), IValue(value)}));
-  const IValue all = c10::ivalue::Tuple::create({IValue(variables), IValue(c.global_step),
-                                                 IValue(optimizers), IValue(inputs),
-                                                 IValue(state)});
+  const IValue all =
+      c10::ivalue::Tuple::create({IValue(variables), IValue(c.global_step), IValue(optimizers),
+                                  IValue(inputs), IValue(state)});
   const std::vector<char> pickled = internal::pickle_bytes(all);
   return std::string(pickled.begin(), pickled.end());
 }
@@ -107,7 +106,8 @@ void apply_state(Graph& g, const c10::ivalue::Tuple& all, const std::string& sou
   for (const auto& [key, provider] : g.state_providers()) registered.insert(key);
   for (const IValue& s : e[4].toListRef()) {
     const auto& f = s.toTupleRef().elements();
-    if (registered.count(f[0].toStringRef())) c.state.emplace(f[0].toStringRef(), f[1].toStringRef());
+    if (registered.count(f[0].toStringRef()))
+      c.state.emplace(f[0].toStringRef(), f[1].toStringRef());
   }
   const internal::RestorePlan plan = internal::check_training_state(g, c);
   internal::apply_training_state(g, c, plan, env);
@@ -147,9 +147,9 @@ void BroadcastVariablesHook::after_create_session(Session& session, Coordinator&
   if (group_->any(!mismatch.empty(), timeout)) {
     throw InvalidArgument(fmt::format(
         "BroadcastVariablesHook: the graphs of the ranks differ ({}{})", group_->describe(),
-        mismatch.empty() ? ": another rank's graph does not match rank " +
-                               std::to_string(options_.root) + "'s"
-                         : ": " + mismatch));
+        mismatch.empty()
+            ? ": another rank's graph does not match rank " + std::to_string(options_.root) + "'s"
+            : ": " + mismatch));
   }
 
   // 2. The variables, in place.
@@ -173,10 +173,10 @@ void BroadcastVariablesHook::after_create_session(Session& session, Coordinator&
                 session.env());
   }
   if (root) {
-    session.env().info(fmt::format("Broadcast {} variables and the training state at global step "
-                                   "{} to {} ranks.",
-                                   g.variables().size(), g.global_step_value(),
-                                   group_->world_size() - 1));
+    session.env().info(
+        fmt::format("Broadcast {} variables and the training state at global step "
+                    "{} to {} ranks.",
+                    g.variables().size(), g.global_step_value(), group_->world_size() - 1));
   }
 }
 

@@ -11,8 +11,8 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/from_blob.h>
 
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -83,9 +83,9 @@ void wait_for(const c10::intrusive_ptr<c10d::Work>& work, const char* what, cons
   try {
     // Gloo's own timeout (set on the operation) fires first; this bound is the last resort.
     if (!work->wait(to_ms(timeout_secs + 10))) {
-      throw DeadlineExceededError(fmt::format(
-          "trainhooks distributed: {} on {} did not finish within {} s", what, pg.describe(),
-          timeout_secs));
+      throw DeadlineExceededError(
+          fmt::format("trainhooks distributed: {} on {} did not finish within {} s", what,
+                      pg.describe(), timeout_secs));
     }
   } catch (const Error&) {
     throw;
@@ -105,8 +105,8 @@ void wait_for(const c10::intrusive_ptr<c10d::Work>& work, const char* what, cons
 
 void check_tensor(const at::Tensor& tensor, const char* what) {
   if (!tensor.defined() || !tensor.device().is_cpu() || !tensor.is_contiguous()) {
-    throw InvalidArgument(fmt::format(
-        "trainhooks distributed: {} needs a defined, contiguous CPU tensor", what));
+    throw InvalidArgument(
+        fmt::format("trainhooks distributed: {} needs a defined, contiguous CPU tensor", what));
   }
 }
 
@@ -131,9 +131,8 @@ void ProcessGroup::allreduce(at::Tensor& tensor, ReduceOp op, double timeout_sec
 
 void ProcessGroup::broadcast(at::Tensor& tensor, int root, double timeout_secs) {
   if (root < 0 || root >= world_size_) {
-    throw InvalidArgument(
-        fmt::format("trainhooks distributed: broadcast root {} is not a rank of {}", root,
-                    describe()));
+    throw InvalidArgument(fmt::format(
+        "trainhooks distributed: broadcast root {} is not a rank of {}", root, describe()));
   }
   if (!backend_) return;
   check_tensor(tensor, "broadcast");
@@ -145,8 +144,7 @@ void ProcessGroup::broadcast(at::Tensor& tensor, int root, double timeout_secs) 
   wait_for(backend_->group->broadcast(tensors, options), "broadcast", *this, timeout_secs);
 }
 
-std::string ProcessGroup::broadcast_bytes(const std::string& bytes, int root,
-                                          double timeout_secs) {
+std::string ProcessGroup::broadcast_bytes(const std::string& bytes, int root, double timeout_secs) {
   if (!backend_) return bytes;
   at::Tensor size = at::empty({1}, at::kLong);
   size.data_ptr<int64_t>()[0] = static_cast<int64_t>(bytes.size());

@@ -19,12 +19,12 @@
 #include "test_util.h"
 
 namespace th = trainhooks;
+using ::testing::HasSubstr;
 using th::testing::ChildProcess;
 using th::testing::describe_status;
 using th::testing::free_port;
 using th::testing::read_text;
 using th::testing::TempDir;
-using ::testing::HasSubstr;
 
 namespace {
 
@@ -55,9 +55,21 @@ struct RankRun {
 
 std::vector<std::string> trainer(const std::vector<std::string>& env,
                                  const std::vector<std::string>& args) {
-  std::vector<std::string> argv{"/usr/bin/env", "-u", "RANK", "-u", "WORLD_SIZE", "-u",
-                                "MASTER_ADDR", "-u", "MASTER_PORT", "-u", "LOCAL_RANK", "-u",
-                                "TORCHELASTIC_RESTART_COUNT", "-u", "TORCHELASTIC_USE_AGENT_STORE"};
+  std::vector<std::string> argv{"/usr/bin/env",
+                                "-u",
+                                "RANK",
+                                "-u",
+                                "WORLD_SIZE",
+                                "-u",
+                                "MASTER_ADDR",
+                                "-u",
+                                "MASTER_PORT",
+                                "-u",
+                                "LOCAL_RANK",
+                                "-u",
+                                "TORCHELASTIC_RESTART_COUNT",
+                                "-u",
+                                "TORCHELASTIC_USE_AGENT_STORE"};
   argv.insert(argv.end(), env.begin(), env.end());
   argv.push_back(TRAINHOOKS_DISTRIBUTED_TRAINER);
   argv.insert(argv.end(), args.begin(), args.end());
@@ -107,7 +119,6 @@ std::vector<double> values(const std::string& line) {
   return out;
 }
 
-
 }  // namespace
 
 TEST(DistributedTrainingTest, TwoRanksOnHalfBatchesTrainAsOneProcessOnTheWholeBatch) {
@@ -138,14 +149,14 @@ TEST(DistributedTrainingTest, TwoRanksOnHalfBatchesTrainAsOneProcessOnTheWholeBa
 TEST(DistributedTrainingTest, WorkersContinueFromTheChiefsRestoredCheckpoint) {
   TempDir dir;
   const std::string ckpt = dir.file("ckpt");
-  auto first = run_ranks(dir, 2, {"--dir", ckpt, "--save-steps", "3", "--last-step", "5",
-                                  "--batch", "8"});
+  auto first =
+      run_ranks(dir, 2, {"--dir", ckpt, "--save-steps", "3", "--last-step", "5", "--batch", "8"});
   ASSERT_TRUE(first[0].ok()) << first[0].describe();
   ASSERT_TRUE(first[1].ok()) << first[1].describe();
   // Only the chief writes checkpoints; its final one holds step 5.
   EXPECT_TRUE(std::filesystem::exists(ckpt + "/model.ckpt-5"));
-  auto resumed = run_ranks(dir, 2, {"--dir", ckpt, "--save-steps", "3", "--last-step", "10",
-                                    "--batch", "8"});
+  auto resumed =
+      run_ranks(dir, 2, {"--dir", ckpt, "--save-steps", "3", "--last-step", "10", "--batch", "8"});
   ASSERT_TRUE(resumed[0].ok()) << resumed[0].describe();
   ASSERT_TRUE(resumed[1].ok()) << resumed[1].describe();
   // The worker received step 5's state: its first step is 6, and the ranks agree throughout.
@@ -162,8 +173,8 @@ TEST(DistributedTrainingTest, WorkersContinueFromTheChiefsRestoredCheckpoint) {
 
 TEST(DistributedTrainingTest, AStopRequestedOnOneRankStopsEveryRankAfterTheSameStep) {
   TempDir dir;
-  auto runs = run_ranks(dir, 2, {"--last-step", "50", "--batch", "8", "--stop-rank", "1",
-                                 "--stop-at", "4"});
+  auto runs = run_ranks(
+      dir, 2, {"--last-step", "50", "--batch", "8", "--stop-rank", "1", "--stop-at", "4"});
   ASSERT_TRUE(runs[0].ok()) << runs[0].describe();
   ASSERT_TRUE(runs[1].ok()) << runs[1].describe();
   EXPECT_EQ(runs[0].steps().rbegin()->first, 4);
@@ -173,8 +184,8 @@ TEST(DistributedTrainingTest, AStopRequestedOnOneRankStopsEveryRankAfterTheSameS
 
 TEST(DistributedTrainingTest, ModelAveragingMakesTheRanksEqualAtEachAverage) {
   TempDir dir;
-  auto runs = run_ranks(dir, 2, {"--mode", "local", "--average-every", "4", "--last-step", "8",
-                                 "--batch", "8"});
+  auto runs = run_ranks(
+      dir, 2, {"--mode", "local", "--average-every", "4", "--last-step", "8", "--batch", "8"});
   ASSERT_TRUE(runs[0].ok()) << runs[0].describe();
   ASSERT_TRUE(runs[1].ok()) << runs[1].describe();
   const auto a = runs[0].steps(), b = runs[1].steps();
@@ -185,8 +196,8 @@ TEST(DistributedTrainingTest, ModelAveragingMakesTheRanksEqualAtEachAverage) {
 
 TEST(DistributedTrainingTest, ReplicaConsistencyCheckNamesTheVariableAndTheRank) {
   TempDir dir;
-  auto runs = run_ranks(dir, 2, {"--check-every", "2", "--perturb-at", "3", "--last-step", "10",
-                                 "--batch", "8"});
+  auto runs = run_ranks(
+      dir, 2, {"--check-every", "2", "--perturb-at", "3", "--last-step", "10", "--batch", "8"});
   for (int r = 0; r < 2; ++r) {
     ASSERT_TRUE(runs[r].status) << runs[r].describe();
     EXPECT_TRUE(WIFEXITED(*runs[r].status) && WEXITSTATUS(*runs[r].status) == 1)
@@ -200,8 +211,8 @@ TEST(DistributedTrainingTest, ReplicaConsistencyCheckNamesTheVariableAndTheRank)
 
 TEST(DistributedTrainingTest, APeerKilledMidTrainingEndsTheOtherWithAnErrorNotAHang) {
   TempDir dir;
-  auto runs = run_ranks(dir, 2, {"--die-at-step", "3", "--last-step", "50", "--batch", "8",
-                                 "--timeout", "20"});
+  auto runs = run_ranks(
+      dir, 2, {"--die-at-step", "3", "--last-step", "50", "--batch", "8", "--timeout", "20"});
   ASSERT_TRUE(runs[1].status);
   EXPECT_TRUE(WIFSIGNALED(*runs[1].status) && WTERMSIG(*runs[1].status) == SIGKILL);
   ASSERT_TRUE(runs[0].status) << "rank 0 still ran after its peer died: " << runs[0].describe();
@@ -217,22 +228,22 @@ TEST(DistributedTrainingTest, TorchrunRestartsAKilledWorkerAndEveryRankEndsAtThe
   TempDir dir;
   const std::string ckpt = dir.file("ckpt");
   const std::string log = dir.file("torchrun.log");
-  std::vector<std::string> argv = trainer(
-      {}, {"--dir", ckpt, "--save-steps", "3", "--last-step", "10", "--batch", "8",
-           "--die-at-step", "5", "--timeout", "30"});
+  std::vector<std::string> argv =
+      trainer({}, {"--dir", ckpt, "--save-steps", "3", "--last-step", "10", "--batch", "8",
+                   "--die-at-step", "5", "--timeout", "30"});
   // torchrun in place of the trainer: /usr/bin/env -u ... torchrun <flags> trainer args...
   const auto at = std::find(argv.begin(), argv.end(), std::string(TRAINHOOKS_DISTRIBUTED_TRAINER));
-  argv.insert(at, {torchrun, "--no_python", "--redirects", "2", "--tee", "2", "--nnodes=1",
-                   "--nproc_per_node=2", "--max_restarts=3", "--master_addr", "127.0.0.1",
-                   "--master_port", std::to_string(free_port()), "--log_dir",
-                   dir.file("torchrun-logs")});
+  argv.insert(
+      at, {torchrun, "--no_python", "--redirects", "2", "--tee", "2", "--nnodes=1",
+           "--nproc_per_node=2", "--max_restarts=3", "--master_addr", "127.0.0.1", "--master_port",
+           std::to_string(free_port()), "--log_dir", dir.file("torchrun-logs")});
   ChildProcess child(argv, log);
   const std::optional<int> status = child.wait(240);
   if (!status) child.kill_and_reap();
   const std::string output = read_text(log);
   ASSERT_TRUE(status) << "torchrun did not finish; its output:\n" << output;
-  ASSERT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
-      << describe_status(*status) << "\n" << output;
+  ASSERT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << describe_status(*status) << "\n"
+                                                               << output;
   std::map<std::string, std::string> finals;  // rank -> "step values"
   for (const auto& l : child.lines()) {
     if (l.rfind("final ", 0) != 0) continue;

@@ -23,14 +23,19 @@
 
 namespace th = trainhooks;
 namespace dist = trainhooks::distributed;
+using ::testing::HasSubstr;
 using th::testing::error_message;
 using th::testing::free_port;
-using ::testing::HasSubstr;
 
 namespace {
 
-const char* const kVariables[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
-                                  "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_USE_AGENT_STORE"};
+const char* const kVariables[] = {"RANK",
+                                  "WORLD_SIZE",
+                                  "LOCAL_RANK",
+                                  "MASTER_ADDR",
+                                  "MASTER_PORT",
+                                  "TORCHELASTIC_RESTART_COUNT",
+                                  "TORCHELASTIC_USE_AGENT_STORE"};
 
 // Clears torchrun's variables for a test and puts the process's own back afterwards.
 class ProcessGroupTest : public ::testing::Test {
@@ -52,7 +57,6 @@ class ProcessGroupTest : public ::testing::Test {
  private:
   std::map<std::string, std::string> saved_;
 };
-
 
 }  // namespace
 
@@ -76,7 +80,9 @@ TEST_F(ProcessGroupTest, WithoutTorchrunsVariablesItIsAGroupOfOne) {
 }
 
 TEST_F(ProcessGroupTest, TorchrunsVariablesAreRead) {
-  set({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"LOCAL_RANK", "0"},
+  set({{"RANK", "0"},
+       {"WORLD_SIZE", "1"},
+       {"LOCAL_RANK", "0"},
        {"TORCHELASTIC_RESTART_COUNT", "2"}});
   auto pg = dist::init();
   EXPECT_EQ(pg->world_size(), 1);
@@ -101,8 +107,9 @@ TEST_F(ProcessGroupTest, MissingOrMalformedVariablesNameTheVariable) {
   EXPECT_THAT(error_message<th::InvalidArgument>([] { dist::init(); }),
               HasSubstr("MASTER_PORT is not set"));
   set({{"MASTER_PORT", "70000"}});
-  EXPECT_THAT(error_message<th::InvalidArgument>([] { dist::init(); }),
-              HasSubstr("environment variable MASTER_PORT='70000' is not an integer in [1, 65535]"));
+  EXPECT_THAT(
+      error_message<th::InvalidArgument>([] { dist::init(); }),
+      HasSubstr("environment variable MASTER_PORT='70000' is not an integer in [1, 65535]"));
   set({{"WORLD_SIZE", "0"}});
   EXPECT_THAT(error_message<th::InvalidArgument>([] { dist::init(); }),
               HasSubstr("WORLD_SIZE='0'"));
@@ -114,7 +121,10 @@ TEST_F(ProcessGroupTest, AnUnreachableMasterIsAnErrorNamingItsAddressWithinTheTi
   const int port = free_port();
   const auto start = std::chrono::steady_clock::now();
   const std::string message = error_message<th::Error>([&] {
-    dist::init({.rank = 1, .world_size = 2, .master_addr = "127.0.0.1", .master_port = port,
+    dist::init({.rank = 1,
+                .world_size = 2,
+                .master_addr = "127.0.0.1",
+                .master_port = port,
                 .timeout_secs = 2});
   });
   const double secs =
@@ -127,7 +137,10 @@ TEST_F(ProcessGroupTest, AnUnreachableMasterIsAnErrorNamingItsAddressWithinTheTi
 TEST_F(ProcessGroupTest, ARendezvousNobodyJoinsTimesOut) {
   const int port = free_port();
   const std::string message = error_message<th::DeadlineExceededError>([&] {
-    dist::init({.rank = 0, .world_size = 2, .master_addr = "127.0.0.1", .master_port = port,
+    dist::init({.rank = 0,
+                .world_size = 2,
+                .master_addr = "127.0.0.1",
+                .master_port = port,
                 .timeout_secs = 2});
   });
   EXPECT_THAT(message, HasSubstr("rank 0 of 2 could not join through the store at 127.0.0.1:"));
@@ -146,9 +159,9 @@ TEST_F(ProcessGroupTest, TheDistributedPiecesRejectBadOptions) {
               HasSubstr("ModelAverageHook: every_n_steps must be positive, got 0"));
   EXPECT_THAT(error_message<th::InvalidArgument>([&] { dist::ReplicaConsistencyHook(pg, -1); }),
               HasSubstr("ReplicaConsistencyHook: every_n_steps must be positive, got -1"));
-  EXPECT_THAT(error_message<th::InvalidArgument>(
-                  [&] { dist::BroadcastVariablesHook(pg, {.root = 1}); }),
-              HasSubstr("BroadcastVariablesHook: root 1 is not a rank of rank 0 of 1"));
+  EXPECT_THAT(
+      error_message<th::InvalidArgument>([&] { dist::BroadcastVariablesHook(pg, {.root = 1}); }),
+      HasSubstr("BroadcastVariablesHook: root 1 is not a rank of rank 0 of 1"));
   // A group of one averages nothing: the gradients stay as they are.
   auto average = dist::average_gradients(pg);
   std::vector<at::Tensor> grads{at::ones({2}), at::Tensor()};

@@ -1,6 +1,7 @@
 // A training process for the distributed tests: TF's linear model y = W·x + b on 64 fixed
-// examples, trained by MonitoredTrainingSession over a process group (distributed::init(): torchrun's
-// variables, or RANK / WORLD_SIZE and --file-store when a test starts the processes itself).
+// examples, trained by MonitoredTrainingSession over a process group (distributed::init():
+// torchrun's variables, or RANK / WORLD_SIZE and --file-store when a test starts the processes
+// itself).
 //
 // Each rank reads its shard of a shuffled input in batches of B, averages the gradients across
 // the ranks (--mode sync, the default) or averages the variables every K steps (--mode local K),
@@ -103,15 +104,18 @@ int run(const Args& a) {
   if (a.mode == "sync") minimize.gradient_transforms = {th::distributed::average_gradients(pg)};
   th::Node train = g.minimize("train_op", loss, th::sgd(0.1), minimize);
 
-  th::Hooks hooks{std::make_shared<th::StopAtStepHook>(th::StopAtStepHookOptions{.last_step = a.last_step})};
+  th::Hooks hooks{
+      std::make_shared<th::StopAtStepHook>(th::StopAtStepHookOptions{.last_step = a.last_step})};
   if (a.mode == "local")
     hooks.push_back(std::make_shared<th::distributed::ModelAverageHook>(pg, a.average_every));
   if (a.check_every > 0)
     hooks.push_back(std::make_shared<th::distributed::ReplicaConsistencyHook>(pg, a.check_every));
   hooks.push_back(std::make_shared<StepHook>(a, pg->rank(), pg->restart_count(), w, b));
 
-  th::MonitoredTrainingSessionOptions options{.checkpoint_dir = a.dir, .hooks = hooks,
-                                              .log_step_count_steps = 0, .max_wait_secs = a.timeout,
+  th::MonitoredTrainingSessionOptions options{.checkpoint_dir = a.dir,
+                                              .hooks = hooks,
+                                              .log_step_count_steps = 0,
+                                              .max_wait_secs = a.timeout,
                                               .process_group = pg};
   if (!a.dir.empty()) {
     options.save_checkpoint_steps = a.save_steps;
@@ -132,19 +136,32 @@ int main(int argc, char** argv) {
   Args a;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
-    if (flag == "--dir") a.dir = value;
-    else if (flag == "--file-store") a.file_store = value;
-    else if (flag == "--mode") a.mode = value;
-    else if (flag == "--last-step") a.last_step = std::stoll(value);
-    else if (flag == "--batch") a.batch = std::stoll(value);
-    else if (flag == "--save-steps") a.save_steps = std::stoll(value);
-    else if (flag == "--average-every") a.average_every = std::stoll(value);
-    else if (flag == "--check-every") a.check_every = std::stoll(value);
-    else if (flag == "--die-at-step") a.die_at = std::stoll(value);
-    else if (flag == "--stop-rank") a.stop_rank = std::stoll(value);
-    else if (flag == "--stop-at") a.stop_at = std::stoll(value);
-    else if (flag == "--perturb-at") a.perturb_at = std::stoll(value);
-    else if (flag == "--timeout") a.timeout = std::stod(value);
+    if (flag == "--dir")
+      a.dir = value;
+    else if (flag == "--file-store")
+      a.file_store = value;
+    else if (flag == "--mode")
+      a.mode = value;
+    else if (flag == "--last-step")
+      a.last_step = std::stoll(value);
+    else if (flag == "--batch")
+      a.batch = std::stoll(value);
+    else if (flag == "--save-steps")
+      a.save_steps = std::stoll(value);
+    else if (flag == "--average-every")
+      a.average_every = std::stoll(value);
+    else if (flag == "--check-every")
+      a.check_every = std::stoll(value);
+    else if (flag == "--die-at-step")
+      a.die_at = std::stoll(value);
+    else if (flag == "--stop-rank")
+      a.stop_rank = std::stoll(value);
+    else if (flag == "--stop-at")
+      a.stop_at = std::stoll(value);
+    else if (flag == "--perturb-at")
+      a.perturb_at = std::stoll(value);
+    else if (flag == "--timeout")
+      a.timeout = std::stod(value);
     else {
       std::cerr << "error: unknown flag " << flag << "\n";
       return 2;

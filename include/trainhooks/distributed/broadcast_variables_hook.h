@@ -5,12 +5,13 @@
 // In after_create_session, on every rank, in this order: every variable of the graph (in place,
 // one broadcast each), then in one message the global step, every train op's optimizer state and
 // learning rates, every input's position and the bytes of every StateProvider (hook state) that
-// the receiving rank has too. The root's session was restored before its hooks' after_create_session
-// run, so the workers wait here for the chief's restore, bounded by timeout_secs.
+// the receiving rank has too. The root's session was restored before its hooks'
+// after_create_session run, so the workers wait here for the chief's restore, bounded by
+// timeout_secs.
 //
 // Optimizer state travels as in a checkpoint (LibTorch's built-in optimizers as tensors, others as
-// their Optimizer::save archive). MonitoredTrainingSession puts one first when a process group is given;
-// add one yourself to a MonitoredSession:
+// their Optimizer::save archive). MonitoredTrainingSession puts one first when a process group is
+// given; add one yourself to a MonitoredSession:
 //
 //   hooks.insert(hooks.begin(), std::make_shared<th::distributed::BroadcastVariablesHook>(pg));
 #pragma once

@@ -2,7 +2,7 @@
 // store (the rendezvous that torchrun sets up) or a file store, with the collectives the
 // distributed hooks and the gradient averaging use.
 //
-//   auto pg = th::distributed::init();   // RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT from torchrun
+//   auto pg = th::distributed::init();  // torchrun's RANK, WORLD_SIZE, MASTER_ADDR, ...
 //   g.minimize("train", loss, th::sgd(0.1),
 //              {.gradient_transforms = {th::distributed::average_gradients(pg)}});
 //   th::MonitoredTrainingSession sess(g, {.checkpoint_dir = dir, .process_group = pg});
