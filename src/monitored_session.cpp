@@ -358,7 +358,8 @@ void MonitoredSession::run_once(const Fetches& fetches, const Feeds& feeds, cons
   const size_t num_user_fetches = combined_fetches_.size();
 
   // Each hook's request is looked at and dropped here: only its fetches (as nodes), feeds and
-  // options are kept. A hook that asks for nothing costs its two calls and this check.
+  // options are kept. A hook that asks for nothing costs its two calls and this check, unless it
+  // declared that it needs neither (SessionRunHook::calls(): then it is in neither list).
   RunOptions merged = options;
   bool hook_feeds = false;
   for (const size_t i : before_run_hooks_) {

@@ -13,11 +13,13 @@ namespace trainhooks::distributed {
 
 namespace {
 
-// A flat buffer for gradients [first, last) of the train op, all of one dtype.
+// A flat buffer for gradients [first, last) of the train op, all of one dtype, with a view of it
+// shaped as each of them (kept with the buffer: no view is made per step).
 struct Bucket {
   size_t first = 0;
   size_t last = 0;
   at::Tensor flat;
+  std::vector<at::Tensor> slots;  // slots[k]: gradient first + k's part of flat
 };
 
 class GradientAverager {
@@ -37,20 +39,10 @@ class GradientAverager {
         g.mul_(scale);
         continue;
       }
-      int64_t offset = 0;
-      for (size_t i = b.first; i < b.last; ++i) {
-        const int64_t n = grads[i].numel();
-        b.flat.narrow(0, offset, n).copy_(grads[i].reshape({-1}));
-        offset += n;
-      }
+      for (size_t i = b.first; i < b.last; ++i) b.slots[i - b.first].copy_(grads[i]);
       group_->allreduce(b.flat);
       b.flat.mul_(scale);
-      offset = 0;
-      for (size_t i = b.first; i < b.last; ++i) {
-        const int64_t n = grads[i].numel();
-        grads[i].copy_(b.flat.narrow(0, offset, n).view(grads[i].sizes()));
-        offset += n;
-      }
+      for (size_t i = b.first; i < b.last; ++i) grads[i].copy_(b.slots[i - b.first]);
     }
   }
 
@@ -102,9 +94,15 @@ class GradientAverager {
       layout_.push_back(std::move(l));
     }
     for (Bucket& b : buckets_) {
+      if (b.last - b.first == 1) continue;  // reduced in place
       int64_t n = 0;
       for (size_t i = b.first; i < b.last; ++i) n += grads[i].numel();
-      if (b.last - b.first > 1) b.flat = at::empty({n}, grads[b.first].options());
+      b.flat = at::empty({n}, grads[b.first].options());
+      int64_t offset = 0;
+      for (size_t i = b.first; i < b.last; ++i) {
+        b.slots.push_back(b.flat.narrow(0, offset, grads[i].numel()).view(grads[i].sizes()));
+        offset += grads[i].numel();
+      }
     }
     // Every rank must reduce the same buckets: compare the counts across the ranks.
     at::Tensor counts = at::empty({4}, at::kLong);
