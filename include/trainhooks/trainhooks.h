@@ -34,6 +34,7 @@
 #include "trainhooks/hooks/step_counter_hook.h"
 #include "trainhooks/hooks/stop_at_step_hook.h"
 #include "trainhooks/hooks/summary_saver_hook.h"
+#include "trainhooks/hooks/time_limit_hook.h"
 #include "trainhooks/idx_source.h"
 #include "trainhooks/input.h"
 #include "trainhooks/learning_rate_schedule.h"
