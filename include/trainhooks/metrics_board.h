@@ -23,6 +23,12 @@ namespace trainhooks {
 
 class Graph;
 
+// Which way a metric improves, for the hooks that watch one (plateau, early stopping, keep-best).
+enum class MetricMode {
+  kMin,  // lower is better (a loss)
+  kMax,  // higher is better (an accuracy)
+};
+
 struct MetricValue {
   double value = 0;
   int64_t step = 0;      // the global step the value was measured at

@@ -21,6 +21,7 @@
 #include "trainhooks/graph.h"
 #include "trainhooks/hook.h"
 #include "trainhooks/hooks/checkpoint_saver_hook.h"
+#include "trainhooks/hooks/early_stopping_hook.h"
 #include "trainhooks/hooks/evaluation_hook.h"
 #include "trainhooks/hooks/feed_fn_hook.h"
 #include "trainhooks/hooks/final_ops_hook.h"

@@ -48,16 +48,11 @@
 
 #include "trainhooks/graph.h"
 #include "trainhooks/hook.h"
+#include "trainhooks/metrics_board.h"
 
 namespace trainhooks {
 
-class MetricsBoard;
-struct MetricValue;
-
-enum class PlateauMode {
-  kMin,  // lower is better (a loss)
-  kMax,  // higher is better (an accuracy)
-};
+using PlateauMode = MetricMode;
 
 struct ReduceLROnPlateauOptions {
   // The metric's name on the MetricsBoard, e.g. "eval/loss". Required.

@@ -1,0 +1,252 @@
+#include "trainhooks/hooks/early_stopping_hook.h"
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <sstream>
+#include <utility>
+
+#include "trainhooks/errors.h"
+
+namespace trainhooks {
+
+namespace {
+
+constexpr const char* kName = "EarlyStoppingHook";
+constexpr const char* kStateHeader = "early_stopping 1";
+
+const EarlyStoppingHookOptions& validated(const EarlyStoppingHookOptions& o) {
+  if (o.monitor.empty() && !o.node) {
+    throw InvalidArgument("EarlyStoppingHook: monitor must name a metric (or node must be set)");
+  }
+  if (o.mode != MetricMode::kMin && o.mode != MetricMode::kMax) {
+    throw InvalidArgument(
+        fmt::format("{}: mode must be kMin or kMax, got {}", kName, static_cast<int>(o.mode)));
+  }
+  if (o.patience < 0) {
+    throw InvalidArgument(
+        fmt::format("{}: patience must be non-negative, got {}", kName, o.patience));
+  }
+  if (!(std::isfinite(o.min_delta) && o.min_delta >= 0)) {
+    throw InvalidArgument(fmt::format("{}: min_delta must be a finite, non-negative number, got {}",
+                                      kName, o.min_delta));
+  }
+  if (o.baseline && !std::isfinite(*o.baseline)) {
+    throw InvalidArgument(
+        fmt::format("{}: baseline must be a finite number, got {}", kName, *o.baseline));
+  }
+  if (!o.node && (o.every_n_steps || o.every_n_secs)) {
+    throw InvalidArgument(fmt::format(
+        "{}: every_n_steps and every_n_secs apply to a node; the board's metrics are read when "
+        "published",
+        kName));
+  }
+  return o;
+}
+
+[[noreturn]] void bad_state(const std::string& why) {
+  throw DataLossError(fmt::format("{}: cannot read its checkpointed state: {}", kName, why));
+}
+
+double parse_double(const std::string& key, const std::string& text) {
+  errno = 0;
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || errno == ERANGE) bad_state(key + " = '" + text + "'");
+  return v;
+}
+
+int64_t parse_int(const std::string& key, const std::string& text) {
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno == ERANGE) bad_state(key + " = '" + text + "'");
+  return v;
+}
+
+}  // namespace
+
+EarlyStoppingHook::EarlyStoppingHook(EarlyStoppingHookOptions options)
+    : options_(validated(options)) {
+  if (options_.node) {
+    timer_.emplace(TimerOptions{.every_secs = options_.every_n_secs,
+                                .every_steps = options_.every_n_steps,
+                                .owner = kName,
+                                .secs_name = "every_n_secs",
+                                .steps_name = "every_n_steps"});
+  }
+  reset();
+}
+
+void EarlyStoppingHook::reset() {
+  const double inf = std::numeric_limits<double>::infinity();
+  best_ = options_.baseline ? *options_.baseline : options_.mode == MetricMode::kMin ? inf : -inf;
+  best_step_ = -1;
+  wait_ = 0;
+  evaluations_ = 0;
+  stopped_step_ = -1;
+  best_variables_.clear();
+  best_variables_step_ = -1;
+}
+
+std::string EarlyStoppingHook::state_key() const {
+  return fmt::format("hooks/early_stopping/{}", monitor_);
+}
+
+void EarlyStoppingHook::begin() {
+  if (options_.node) {
+    node_ = graph().resolve(*options_.node);
+    reset_timer(*timer_);
+    monitor_ = options_.monitor.empty() ? graph().name(node_) : options_.monitor;
+  } else {
+    monitor_ = options_.monitor;
+  }
+  // A restore (after begin) loads the checkpointed state over this.
+  reset();
+  board_ = &metrics_board(graph());
+  fetching_ = false;
+}
+
+void EarlyStoppingHook::after_create_session(Session&, Coordinator&) {
+  // Versions count publishes within this process: what is on the board now was measured before
+  // this session (or, after a restore, in a timeline the restore went back from).
+  const auto current = board_->latest(monitor_);
+  seen_version_ = current ? current->version : 0;
+  seen_step_ = current ? current->step : std::numeric_limits<int64_t>::min();
+  if (stopped_step_ >= 0) {
+    env().info(fmt::format(
+        "{}: training was stopped early at step {} (restored); stopping after this step.", kName,
+        stopped_step_));
+  }
+}
+
+SessionRunArgs EarlyStoppingHook::before_run(SessionRunContext& ctx) {
+  if (!options_.node) {
+    poll(ctx);
+    return {};
+  }
+  fetch_step_ = graph().global_step_value();
+  fetching_ = timer_->should_trigger_for_step(fetch_step_);
+  if (!fetching_) return {};
+  return {.fetches = {node_}};
+}
+
+void EarlyStoppingHook::after_run(SessionRunContext& ctx, const SessionRunValues& values) {
+  if (stopped_step_ >= 0) {
+    ctx.request_stop();
+    return;
+  }
+  if (!options_.node) {
+    poll(ctx);
+    return;
+  }
+  if (!fetching_) return;
+  fetching_ = false;
+  const at::Tensor& t = values.results[node_];
+  if (t.numel() != 1) {
+    throw InvalidArgument(fmt::format("{}: node '{}' must be a scalar, got shape [{}]", kName,
+                                      graph().name(node_), fmt::join(t.sizes(), ", ")));
+  }
+  timer_->update_last_triggered_step(fetch_step_);
+  // The value belongs to the variables this run left, as an evaluation after the step would.
+  consider(ctx, t.item<double>(), graph().global_step_value());
+}
+
+void EarlyStoppingHook::poll(SessionRunContext& ctx) {
+  const auto m = board_->latest(monitor_);
+  if (!m || (m->version == seen_version_ && m->step == seen_step_)) return;
+  seen_version_ = m->version;
+  seen_step_ = m->step;
+  if (stopped_step_ >= 0) return;
+  consider(ctx, m->value, m->step);
+}
+
+void EarlyStoppingHook::consider(SessionRunContext& ctx, double value, int64_t step) {
+  ++evaluations_;
+  const bool improved = options_.mode == MetricMode::kMin ? value < best_ - options_.min_delta
+                                                          : value > best_ + options_.min_delta;
+  if (improved) {
+    best_ = value;
+    best_step_ = step;
+    wait_ = 0;
+    if (options_.restore_best) {
+      // Host copies: the variables move on with training.
+      const auto variables = graph().variables();
+      best_variables_.resize(variables.size());
+      for (size_t i = 0; i < variables.size(); ++i) {
+        best_variables_[i] =
+            graph().variable_value(variables[i]).detach().to(at::kCPU, false, true);
+      }
+      best_variables_step_ = step;
+    }
+    return;
+  }
+  ++wait_;
+  if (wait_ < options_.patience) return;
+  stopped_step_ = graph().global_step_value();
+  ctx.request_stop();
+  const std::string best = best_step_ >= 0
+                               ? fmt::format("best {:.4g} at step {}", best_, best_step_)
+                               : fmt::format("baseline {:.4g} not beaten", best_);
+  env().info(fmt::format("{}: {} did not improve for {} evaluation{} ({}); stopping at step {}.",
+                         kName, monitor_, wait_, wait_ == 1 ? "" : "s", best, stopped_step_));
+}
+
+void EarlyStoppingHook::end(Session&) {
+  if (!options_.restore_best || best_step_ < 0) return;
+  if (best_variables_step_ != best_step_) {
+    env().warning(fmt::format(
+        "{}: the best evaluation ({} = {:.4g} at step {}) came before the session was restored; "
+        "its variables are not in memory and are not restored.",
+        kName, monitor_, best_, best_step_));
+    return;
+  }
+  const auto variables = graph().variables();
+  if (variables.size() != best_variables_.size()) return;  // a graph cannot gain variables
+  at::NoGradGuard no_grad;
+  for (size_t i = 0; i < variables.size(); ++i) {
+    graph().variable_value(variables[i]).copy_(best_variables_[i]);
+  }
+  env().info(
+      fmt::format("{}: restored the variables of the best evaluation ({} = {:.4g} at step {}).",
+                  kName, monitor_, best_, best_step_));
+}
+
+std::string EarlyStoppingHook::save_state() const {
+  return fmt::format("{}\nbest {}\nbest_step {}\nwait {}\nevaluations {}\nstopped_step {}\n",
+                     kStateHeader, best_, best_step_, wait_, evaluations_, stopped_step_);
+}
+
+void EarlyStoppingHook::load_state(std::string_view bytes) {
+  std::istringstream in{std::string(bytes)};
+  std::string line;
+  if (!std::getline(in, line) || line != kStateHeader) bad_state("unknown format '" + line + "'");
+  std::map<std::string, std::string> fields;
+  while (std::getline(in, line)) {
+    const auto space = line.find(' ');
+    fields[line.substr(0, space)] = space == std::string::npos ? "" : line.substr(space + 1);
+  }
+  auto field = [&](const char* key) -> const std::string& {
+    auto it = fields.find(key);
+    if (it == fields.end()) bad_state(std::string("missing ") + key);
+    return it->second;
+  };
+  const double best = parse_double("best", field("best"));
+  const int64_t best_step = parse_int("best_step", field("best_step"));
+  const int64_t wait = parse_int("wait", field("wait"));
+  const int64_t evaluations = parse_int("evaluations", field("evaluations"));
+  const int64_t stopped_step = parse_int("stopped_step", field("stopped_step"));
+  // Assigned only once everything parsed: a bad state leaves the hook as it was.
+  best_ = best;
+  best_step_ = best_step;
+  wait_ = wait;
+  evaluations_ = evaluations;
+  stopped_step_ = stopped_step;
+}
+
+}  // namespace trainhooks
