@@ -28,6 +28,7 @@
 #include "trainhooks/hooks/global_step_waiter_hook.h"
 #include "trainhooks/hooks/learning_rate_schedule_hook.h"
 #include "trainhooks/hooks/logging_tensor_hook.h"
+#include "trainhooks/hooks/metrics_logger_hook.h"
 #include "trainhooks/hooks/nan_tensor_hook.h"
 #include "trainhooks/hooks/preemption_hook.h"
 #include "trainhooks/hooks/progress_bar_hook.h"
