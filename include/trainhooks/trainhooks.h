@@ -31,6 +31,7 @@
 #include "trainhooks/hooks/metrics_logger_hook.h"
 #include "trainhooks/hooks/nan_tensor_hook.h"
 #include "trainhooks/hooks/preemption_hook.h"
+#include "trainhooks/hooks/profiler_hook.h"
 #include "trainhooks/hooks/progress_bar_hook.h"
 #include "trainhooks/hooks/reduce_lr_on_plateau_hook.h"
 #include "trainhooks/hooks/step_counter_hook.h"
