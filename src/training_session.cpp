@@ -37,8 +37,9 @@ void validate(const MonitoredTrainingSessionOptions& o) {
     throw InvalidArgument(fmt::format("Invalid max_wait_secs: {}", o.max_wait_secs));
   if (o.max_to_keep && *o.max_to_keep < 0)
     throw InvalidArgument(fmt::format("Invalid max_to_keep: {}", *o.max_to_keep));
-  if (o.checkpoint_dir.empty() && (o.save_checkpoint_secs || o.save_checkpoint_steps ||
-                                   o.max_to_keep || o.keep_checkpoint_every_n_hours)) {
+  if (o.checkpoint_dir.empty() &&
+      (o.save_checkpoint_secs || o.save_checkpoint_steps || o.max_to_keep ||
+       o.keep_checkpoint_every_n_hours || o.keep_best_n != 0)) {
     throw InvalidArgument(
         "MonitoredTrainingSession: checkpoint options were given without checkpoint_dir");
   }
@@ -160,6 +161,9 @@ MonitoredTrainingSession::Parts MonitoredTrainingSession::assemble(
     if (o.max_to_keep) manager_options.max_to_keep = *o.max_to_keep;
     if (o.keep_checkpoint_every_n_hours)
       manager_options.keep_checkpoint_every_n_hours = *o.keep_checkpoint_every_n_hours;
+    manager_options.keep_best_n = o.keep_best_n;
+    manager_options.best_metric = o.best_metric;
+    manager_options.best_mode = o.best_mode;
     manager = std::make_shared<CheckpointManager>(r.checkpoint_dir, manager_options);
   }
   if (manager) {

@@ -26,6 +26,7 @@
 #include <string>
 
 #include "trainhooks/env.h"
+#include "trainhooks/metrics_board.h"
 #include "trainhooks/monitored_session.h"
 
 namespace trainhooks {
@@ -59,6 +60,12 @@ struct MonitoredTrainingSessionOptions {
   std::string summary_dir;
   std::optional<int> max_to_keep;
   std::optional<double> keep_checkpoint_every_n_hours;
+  // Keep-best checkpoints (CheckpointManagerOptions::keep_best_n): the keep_best_n checkpoints
+  // with the best values of best_metric (e.g. an EvaluationHook's "eval/loss") are never deleted
+  // by max_to_keep. 0: off.
+  int keep_best_n = 0;
+  std::string best_metric;
+  MetricMode best_mode = MetricMode::kMin;
   // Write checkpoints on a background thread (CheckpointSaverHookOptions::async_save).
   bool async_checkpoints = false;
   // A PreemptionHook (hooks/preemption_hook.h), first of all hooks, on the chief and the workers:

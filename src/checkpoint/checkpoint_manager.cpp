@@ -14,9 +14,12 @@
 #include <filesystem>
 #include <utility>
 
+#include "checkpoint/best_checkpoints.h"
 #include "checkpoint/checkpoint_file.h"
 #include "trainhooks/checkpoint/checkpoint_state.h"
 #include "trainhooks/errors.h"
+#include "trainhooks/graph.h"
+#include "trainhooks/metrics_board.h"
 #include "trainhooks/session.h"
 #include "util/path.h"
 
@@ -96,7 +99,24 @@ CheckpointManagerOptions checked(CheckpointManagerOptions o) {
         "CheckpointManager: invalid keep_checkpoint_every_n_hours {} (must be a positive number)",
         hours));
   }
+  if (o.keep_best_n < 0) {
+    throw InvalidArgument(
+        fmt::format("CheckpointManager: invalid keep_best_n {} (must be >= 0)", o.keep_best_n));
+  }
+  if (o.keep_best_n > 0 && o.best_metric.empty()) {
+    throw InvalidArgument(
+        "CheckpointManager: keep_best_n needs best_metric (a metric name, e.g. 'eval/loss')");
+  }
+  if (o.best_mode != MetricMode::kMin && o.best_mode != MetricMode::kMax) {
+    throw InvalidArgument(fmt::format("CheckpointManager: invalid best_mode {} (kMin or kMax)",
+                                      static_cast<int>(o.best_mode)));
+  }
   return o;
+}
+
+bool contains_path(const std::vector<ScoredCheckpoint>& list, const std::string& path) {
+  return std::any_of(list.begin(), list.end(),
+                     [&](const ScoredCheckpoint& c) { return same_path(c.path, path); });
 }
 
 }  // namespace
@@ -161,14 +181,42 @@ std::string CheckpointManager::save(Session& session, int64_t step) {
   Saver saver = saver_for(session);
   Saver::check_save_path("CheckpointManager::save", "path", path, /*prefix_of_step=*/false);
   // No copy: the files are written before training goes on.
-  return write(saver.capture(session, path, /*copy=*/false));
+  return write_observed(saver.capture(session, path, /*copy=*/false), observe(session));
 }
 
 SaverSnapshot CheckpointManager::snapshot(Session& session, int64_t step) {
-  return saver_for(session).snapshot(session, path_for(step));
+  SaverSnapshot snapshot = saver_for(session).snapshot(session, path_for(step));
+  if (options_.keep_best_n > 0) {
+    // Read now, on the session's thread: the board is not thread-safe.
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_.emplace_back(snapshot.path(), observe(session));
+  }
+  return snapshot;
+}
+
+std::optional<CheckpointManager::Observation> CheckpointManager::observe(Session& session) const {
+  if (options_.keep_best_n <= 0) return std::nullopt;
+  const auto m = metrics_board(session.graph()).latest(options_.best_metric);
+  if (!m) return std::nullopt;
+  return Observation{m->step, m->value};
 }
 
 std::string CheckpointManager::write(SaverSnapshot snapshot) {
+  std::optional<Observation> observation;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = std::find_if(pending_.begin(), pending_.end(),
+                           [&](const auto& p) { return p.first == snapshot.path(); });
+    if (it != pending_.end()) {
+      observation = it->second;
+      pending_.erase(it);
+    }
+  }
+  return write_observed(std::move(snapshot), observation);
+}
+
+std::string CheckpointManager::write_observed(SaverSnapshot snapshot,
+                                              std::optional<Observation> observation) {
   if (snapshot.empty()) throw InvalidArgument("CheckpointManager::write: the snapshot is empty");
   const std::string path = snapshot.path();
   if (!same_path(internal::parent_dir(path), directory_)) {
@@ -192,16 +240,37 @@ std::string CheckpointManager::write(SaverSnapshot snapshot) {
   // The checkpoint's files, then the state file that lists them.
   Saver::write(std::move(snapshot));
   std::lock_guard<std::mutex> lock(mu_);
-  record_locked(path, timestamp, env);
+  record_locked(path, timestamp, env, observation);
   return path;
 }
 
-void CheckpointManager::record_locked(const std::string& path, double timestamp, const Env& env) {
+void CheckpointManager::record_locked(const std::string& path, double timestamp, const Env& env,
+                                      std::optional<Observation> observation) {
   // Retention (TensorFlow's _RecordLastCheckpoint and _MaybeDeleteOldCheckpoints), decided on
   // copies and committed once the state file is written.
   std::vector<Listed> listed = checkpoints_;
   std::erase_if(listed, [&](const Listed& l) { return same_path(l.path, path); });
   listed.push_back({path, timestamp});
+  const bool keep_best = options_.keep_best_n > 0;
+  std::vector<ScoredCheckpoint> scored = scored_;
+  if (keep_best) {
+    // A rewritten step starts without a value; the observation then gives one to the listed
+    // checkpoint of its step, if any.
+    std::erase_if(scored, [&](const ScoredCheckpoint& c) { return same_path(c.path, path); });
+    if (observation) {
+      for (const auto& l : listed) {
+        if (step_of(l.path) != observation->step) continue;
+        std::erase_if(scored, [&](const ScoredCheckpoint& c) { return same_path(c.path, l.path); });
+        scored.push_back({l.path, observation->step, observation->value});
+        std::sort(scored.begin(), scored.end(),
+                  [](const auto& a, const auto& b) { return a.step < b.step; });
+        break;
+      }
+    }
+  }
+  const std::vector<ScoredCheckpoint> best =
+      keep_best ? internal::rank_best(scored, options_.best_mode, options_.keep_best_n)
+                : std::vector<ScoredCheckpoint>{};
   std::vector<Listed> dropped;
   if (options_.max_to_keep > 0) {
     while (listed.size() > static_cast<size_t>(options_.max_to_keep)) {
@@ -213,11 +282,35 @@ void CheckpointManager::record_locked(const std::string& path, double timestamp,
   double last_preserved = last_preserved_timestamp_;
   std::vector<std::string> to_delete;
   for (const auto& d : dropped) {
+    if (contains_path(best, d.path)) continue;  // kept on disk, ranked in best_checkpoints.json
     if (d.timestamp > next_keep) {
       next_keep += options_.keep_checkpoint_every_n_hours * 3600;
       last_preserved = d.timestamp;
     } else {
       to_delete.push_back(d.path);
+    }
+  }
+
+  if (keep_best) {
+    // Values of checkpoints that are gone or no longer tracked go; a best one that fell out of
+    // the best N is deleted once it is no longer listed.
+    std::erase_if(scored, [&](const ScoredCheckpoint& c) {
+      const bool is_listed = std::any_of(
+          listed.begin(), listed.end(), [&](const Listed& l) { return same_path(l.path, c.path); });
+      if (is_listed || contains_path(best, c.path)) return false;
+      const bool was_kept = std::none_of(dropped.begin(), dropped.end(), [&](const Listed& d) {
+        return same_path(d.path, c.path);
+      });
+      if (was_kept) to_delete.push_back(c.path);  // dropped ones were decided above
+      return true;
+    });
+    try {
+      // Before the state file and any deletion: a kill leaves no ranked checkpoint deleted.
+      internal::write_best_checkpoints(
+          directory_, {options_.best_metric, options_.best_mode, options_.keep_best_n, scored});
+    } catch (const Error& e) {
+      rethrow_with(e, fmt::format("Cannot write the best checkpoints '{}'",
+                                  internal::best_checkpoints_path(directory_)));
     }
   }
 
@@ -235,6 +328,7 @@ void CheckpointManager::record_locked(const std::string& path, double timestamp,
         e, fmt::format("Cannot write checkpoint state '{}'", checkpoint_state_path(directory_)));
   }
   checkpoints_ = std::move(listed);
+  scored_ = std::move(scored);
   last_preserved_timestamp_ = last_preserved;
   next_keep_time_ = next_keep;
   last_touched_ = path;
@@ -256,6 +350,7 @@ void CheckpointManager::recover_locked(const Env& env,
                                        const std::optional<CheckpointState>* known) const {
   if (recovered_) return;
   recovered_ = true;
+  if (options_.keep_best_n > 0) recover_best_locked(env);
   std::optional<CheckpointState> st;
   if (known) {
     st = *known;
@@ -291,6 +386,35 @@ void CheckpointManager::recover_locked(const Env& env,
         {paths[i], have_times ? st->all_model_checkpoint_timestamps[i] : mtime_seconds(paths[i])});
   }
   last_preserved_timestamp_ = st->last_preserved_timestamp;
+}
+
+void CheckpointManager::recover_best_locked(const Env& env) const {
+  std::optional<internal::BestCheckpoints> best;
+  try {
+    best = internal::read_best_checkpoints(directory_);
+  } catch (const Error& e) {
+    env.warning(fmt::format("{}; the checkpoints it ranks are no longer kept as best", e.what()));
+    return;
+  }
+  if (!best) return;
+  if (best->metric != options_.best_metric || best->mode != options_.best_mode) {
+    env.warning(fmt::format(
+        "{} ranks checkpoints by {} ({}), this manager by {} ({}): the checkpoints it ranks are "
+        "no longer kept as best, and none of them is deleted for it",
+        internal::best_checkpoints_path(directory_), best->metric,
+        internal::metric_mode_name(best->mode), options_.best_metric,
+        internal::metric_mode_name(options_.best_mode)));
+    return;
+  }
+  for (auto& c : best->scored)
+    if (Saver::checkpoint_exists(c.path)) scored_.push_back(std::move(c));
+}
+
+std::vector<ScoredCheckpoint> CheckpointManager::best_checkpoints() const {
+  if (options_.keep_best_n <= 0) return {};
+  std::lock_guard<std::mutex> lock(mu_);
+  recover_locked(env(), nullptr);
+  return internal::rank_best(scored_, options_.best_mode, options_.keep_best_n);
 }
 
 std::vector<std::string> CheckpointManager::checkpoints() const {

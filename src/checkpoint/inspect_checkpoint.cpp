@@ -6,16 +6,20 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <ctime>
 #include <filesystem>
+#include <optional>
 
+#include "checkpoint/best_checkpoints.h"
 #include "checkpoint/checkpoint_file.h"
 #include "tensor_format.h"
 #include "trainhooks/checkpoint/checkpoint_reader.h"
 #include "trainhooks/checkpoint/checkpoint_state.h"
 #include "trainhooks/errors.h"
+#include "util/path.h"
 
 namespace trainhooks {
 
@@ -203,7 +207,26 @@ std::optional<std::string> verify_one(const std::string& path, std::string& ok_l
 
 void print_checkpoint_list(std::ostream& out, const std::string& checkpoint_dir) {
   const std::vector<ListedCheckpoint> listed = list_checkpoints(checkpoint_dir);
+  // Keep-best (checkpoint/best_checkpoints.h): a `best` column and the ranking, only when the
+  // directory has the file, so that other listings stay as they were.
+  std::optional<internal::BestCheckpoints> best_file;
+  std::string best_problem;
+  try {
+    best_file = internal::read_best_checkpoints(checkpoint_dir);
+  } catch (const Error& e) {
+    best_problem = e.what();
+  }
+  std::vector<ScoredCheckpoint> best;
+  if (best_file)
+    best = internal::rank_best(best_file->scored, best_file->mode, best_file->keep_best_n);
+  auto rank_of = [&](const std::string& path) -> std::string {
+    for (size_t i = 0; i < best.size(); ++i)
+      if (internal::same_path(best[i].path, path)) return fmt::format("#{}", i + 1);
+    return "";
+  };
+
   std::vector<std::vector<std::string>> rows = {{"", "step", "bytes", "size", "written", "path"}};
+  if (best_file) rows[0].insert(rows[0].end() - 1, "best");
   for (const ListedCheckpoint& c : listed) {
     std::string path = c.path;
     if (!c.exists()) {
@@ -216,11 +239,33 @@ void print_checkpoint_list(std::ostream& out, const std::string& checkpoint_dir)
     rows.push_back({c.latest ? "*" : "", c.step ? fmt::format("{}", *c.step) : "-",
                     fmt::format("{}", c.bytes), human_bytes(c.bytes),
                     c.timestamp ? iso8601_utc(*c.timestamp) : "-", path});
+    if (best_file) rows.back().insert(rows.back().end() - 1, rank_of(c.path));
   }
-  out << fmt::format("{} listed in {} (oldest first, * latest):\n",
+  out << fmt::format("{} listed in {} (oldest first, * latest{}):\n",
                      plural(listed.size(), "checkpoint", "checkpoints"),
-                     checkpoint_state_path(checkpoint_dir));
-  print_table(out, rows, {false, true, true, true, false, false});
+                     checkpoint_state_path(checkpoint_dir),
+                     best_file ? fmt::format(", #k the k-th best by {}", best_file->metric) : "");
+  std::vector<bool> right = {false, true, true, true, false, false};
+  if (best_file) right.insert(right.end() - 1, false);
+  print_table(out, rows, right);
+
+  if (!best_problem.empty()) out << fmt::format("\nbest checkpoints: {}\n", best_problem);
+  if (!best_file) return;
+  out << fmt::format("\n{} by {} ({}, keep_best_n {}) in {}, never deleted by max_to_keep:\n",
+                     plural(best.size(), "best checkpoint", "best checkpoints"), best_file->metric,
+                     internal::metric_mode_name(best_file->mode), best_file->keep_best_n,
+                     internal::best_checkpoints_path(checkpoint_dir));
+  if (best.empty()) return;
+  std::vector<std::vector<std::string>> ranked = {{"best", "step", best_file->metric, "path"}};
+  for (size_t i = 0; i < best.size(); ++i) {
+    const bool is_listed = std::any_of(listed.begin(), listed.end(), [&](const auto& c) {
+      return internal::same_path(c.path, best[i].path);
+    });
+    ranked.push_back({fmt::format("#{}", i + 1), fmt::format("{}", best[i].step),
+                      fmt::format("{:.6g}", best[i].value),
+                      best[i].path + (is_listed ? "" : "  (kept, no longer listed)")});
+  }
+  print_table(out, ranked, {false, true, true, false});
 }
 
 void print_checkpoint(std::ostream& out, const std::string& path,

@@ -74,6 +74,12 @@ Saver::Saver(Graph& graph, SaverOptions options)
     throw InvalidArgument(fmt::format(
         "Saver: invalid keep_checkpoint_every_n_hours {} (must be a positive number)", hours));
   }
+  if (options_.keep_best_n < 0) {
+    throw InvalidArgument(
+        fmt::format("Saver: invalid keep_best_n {} (must be >= 0)", options_.keep_best_n));
+  }
+  if (options_.keep_best_n > 0 && options_.best_metric.empty())
+    throw InvalidArgument("Saver: keep_best_n needs best_metric (a metric name, e.g. 'eval/loss')");
 }
 
 Saver::~Saver() = default;
@@ -188,6 +194,9 @@ std::shared_ptr<CheckpointManager> Saver::manager_for(const std::string& dir) co
         {.max_to_keep = options_.max_to_keep,
          .keep_checkpoint_every_n_hours = options_.keep_checkpoint_every_n_hours,
          .save_relative_paths = options_.save_relative_paths,
+         .keep_best_n = options_.keep_best_n,
+         .best_metric = options_.best_metric,
+         .best_mode = options_.best_mode,
          .env = Env{clock_, options_.env.sleeper, options_.env.log}},
         created_at_));
   }

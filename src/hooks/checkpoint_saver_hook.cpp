@@ -104,6 +104,9 @@ void CheckpointSaverHook::begin() {
                                  .max_to_keep = o.max_to_keep,
                                  .keep_checkpoint_every_n_hours = o.keep_checkpoint_every_n_hours,
                                  .save_relative_paths = o.save_relative_paths,
+                                 .keep_best_n = o.keep_best_n,
+                                 .best_metric = o.best_metric,
+                                 .best_mode = o.best_mode,
                                  .env = options_.saver ? o.env : o.env.or_else(env())});
   }
   std::error_code ec;

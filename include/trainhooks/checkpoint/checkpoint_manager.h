@@ -34,15 +34,25 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "trainhooks/checkpoint/checkpoint_state.h"
 #include "trainhooks/checkpoint/saver.h"
 #include "trainhooks/env.h"
+#include "trainhooks/metrics_board.h"
 
 namespace trainhooks {
 
 class Session;
+
+// A checkpoint and the value of the keep-best metric at its step.
+struct ScoredCheckpoint {
+  std::string path;
+  int64_t step = 0;
+  double value = 0;
+  bool operator==(const ScoredCheckpoint&) const = default;
+};
 
 struct CheckpointManagerOptions {
   // The checkpoints' file name before `-<step>` (TF2's checkpoint_name); a file name, no
@@ -58,6 +68,19 @@ struct CheckpointManagerOptions {
   // that the directory can be moved or copied. false: as given (absolute for an absolute
   // directory), TensorFlow 1's Saver's rule, which only readers that predate relative paths need.
   bool save_relative_paths = true;
+  // Keep-best: > 0 keeps the keep_best_n checkpoints with the best values of best_metric (a name
+  // on the graph's MetricsBoard, e.g. "eval/loss"; required then) by best_mode: max_to_keep
+  // never deletes them (they stay on disk, no longer listed in the state file, as the hours rule
+  // keeps its own), and one that falls out of the best N is deleted once no longer listed. A
+  // checkpoint's value is the metric measured at its step: each save reads the board's latest
+  // value and gives it to the listed checkpoint of that step (the one being saved, or an earlier
+  // one when the evaluation ran after that checkpoint was written, as an EvaluationHook listed
+  // after the CheckpointSaverHook does). The values and the best list survive restarts in
+  // `<directory>/best_checkpoints.json`, written crash-safely before the state file and before
+  // anything is deleted; `trainhooks checkpoint list` marks the best. >= 0.
+  int keep_best_n = 0;
+  std::string best_metric;
+  MetricMode best_mode = MetricMode::kMin;
   // clock: checkpoint time stamps and the hours rule (wall time), read from construction on;
   // null: the system clock. log: `Restoring parameters from ...` and warnings; null: the
   // session's log sink, then stderr.
@@ -115,6 +138,9 @@ class CheckpointManager {
   // saved or restored, still the newest listed, with both files present. CheckpointSaverHook
   // does not write that checkpoint again after a restore.
   bool saved_at(int64_t step) const;
+  // Keep-best: the keep_best_n best checkpoints on disk with their values, best first (listed or
+  // kept beyond max_to_keep); empty without keep_best_n.
+  std::vector<ScoredCheckpoint> best_checkpoints() const;
 
   // ---- Restoring -------------------------------------------------------------------------------
   // Restores the newest listed checkpoint into `session`'s graph and returns its path. A listed
@@ -141,8 +167,19 @@ class CheckpointManager {
   // Reads the state file into checkpoints_ the first time (`known`: as already read); mu_ held.
   // Warns about checkpoints on disk when there is no state file.
   void recover_locked(const Env& env, const std::optional<CheckpointState>* known) const;
+  // Reads best_checkpoints.json into scored_ (keep-best only); mu_ held.
+  void recover_best_locked(const Env& env) const;
+  // A step's keep-best metric value: (its step, the value).
+  struct Observation {
+    int64_t step;
+    double value;
+  };
+  // The board's latest value of best_metric; nullopt without keep_best_n or value.
+  std::optional<Observation> observe(Session& session) const;
   // Lists `path`, written at `timestamp`, and applies retention; mu_ held.
-  void record_locked(const std::string& path, double timestamp, const Env& env);
+  void record_locked(const std::string& path, double timestamp, const Env& env,
+                     std::optional<Observation> observation);
+  std::string write_observed(SaverSnapshot snapshot, std::optional<Observation> observation);
 
   std::string directory_;
   std::string prefix_;
@@ -157,6 +194,10 @@ class CheckpointManager {
   double next_keep_time_ = 0;
   bool temporaries_removed_ = false;
   std::string last_touched_;  // the last checkpoint saved or restored
+  // Keep-best: the values of checkpoints on disk (best_checkpoints.json), and those snapshot()
+  // read for write() to record.
+  mutable std::vector<ScoredCheckpoint> scored_;
+  std::vector<std::pair<std::string, std::optional<Observation>>> pending_;
 };
 
 // The restore function of a chief's session creator (SessionCreatorOptions::restore):

@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "trainhooks/env.h"
+#include "trainhooks/metrics_board.h"
 
 namespace trainhooks {
 
@@ -66,6 +67,11 @@ struct SaverOptions {
   // that the directory can be moved or copied. false: TensorFlow 1's Saver's default, as given,
   // and relative when the save path itself is relative.
   bool save_relative_paths = true;
+  // Keep-best (CheckpointManagerOptions): the keep_best_n checkpoints with the best best_metric
+  // values by best_mode are never deleted by max_to_keep; 0: off.
+  int keep_best_n = 0;
+  std::string best_metric;
+  MetricMode best_mode = MetricMode::kMin;
   // clock: checkpoint time stamps and the hours rule (wall time), read from construction on;
   // null: the system clock. log: `Restoring parameters from ...` and warnings; null: the
   // session's log sink, then stderr.
