@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
@@ -29,6 +30,10 @@
 
 #include "trainhooks/graph.h"
 #include "trainhooks/hook.h"
+#include "trainhooks/hooks/early_stopping_hook.h"
+#include "trainhooks/hooks/metrics_logger_hook.h"
+#include "trainhooks/hooks/profiler_hook.h"
+#include "trainhooks/hooks/time_limit_hook.h"
 #include "trainhooks/training_session.h"
 #include "trainhooks/optimizers.h"
 #include "trainhooks/session.h"
@@ -133,6 +138,43 @@ void BM_MonitoredStepIdleHooks(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_MonitoredStepIdleHooks)->Arg(0)->Arg(1)->Arg(10);
+
+// Arg 1: the stock hooks that act now and then, attached and idle: TimeLimitHook (budget far
+// away), EarlyStoppingHook (its metric never published), MetricsLoggerHook and ProfilerHook (their
+// period far away). Arg 0: no hook. The difference over 4 is the idle cost per hook.
+void BM_MonitoredStepIdleStockHooks(benchmark::State& state) {
+  th::Graph g;
+  g.global_step();
+  const at::Tensor t = at::ones({1});
+  const th::Node op = g.op("op", [t](th::Run&) { return t; });
+  const auto dir = std::filesystem::temp_directory_path() / "session_bench_stock_hooks";
+  std::filesystem::create_directories(dir);
+  th::Hooks hooks;
+  if (state.range(0) == 1) {
+    hooks.push_back(std::make_shared<th::TimeLimitHook>(std::chrono::hours(1000)));
+    hooks.push_back(std::make_shared<th::EarlyStoppingHook>(
+        th::EarlyStoppingHookOptions{.monitor = "eval/loss"}));
+    hooks.push_back(std::make_shared<th::MetricsLoggerHook>(
+        th::MetricsLoggerHookOptions{.metrics = {"eval/loss"},
+                                     .every_n_steps = int64_t{1} << 40,
+                                     .path = (dir / "metrics.csv").string()}));
+    hooks.push_back(std::make_shared<th::ProfilerHook>(th::ProfilerHookOptions{
+        .save_steps = int64_t{1} << 40, .output_dir = (dir / "profile").string()}));
+  }
+  {
+    th::MonitoredSession sess(std::make_unique<th::ChiefSessionCreator>(g), std::move(hooks));
+    const th::Fetches fetches(op);
+    const th::Feeds feeds;
+    const th::RunOptions options;
+    th::RunResults out;
+    for (auto _ : state) {
+      sess.run_into(fetches, feeds, options, nullptr, out);
+      benchmark::DoNotOptimize(out.at(0).unsafeGetTensorImpl());
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+BENCHMARK(BM_MonitoredStepIdleStockHooks)->Arg(0)->Arg(1);
 
 // ---- The seed model: MonitoredTrainingSession vs a hand-written loop --------------------------
 
