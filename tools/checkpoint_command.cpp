@@ -36,7 +36,8 @@ void add_checkpoint_command(CLI::App& app) {
 
   auto dir = std::make_shared<std::string>();
   CLI::App* list = cmd->add_subcommand(
-      "list", "The checkpoints a directory's state file lists (* marks the latest)");
+      "list",
+      "The checkpoints a directory's state file lists (* marks the latest, #k the k-th best)");
   list->add_option("DIR", *dir, "Checkpoint directory")->required();
   list->callback([dir] {
     run([&] {
