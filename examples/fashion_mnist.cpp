@@ -19,6 +19,9 @@
 // The budget is --minutes (default 3) or --steps. Minutes are turned into a number of steps by
 // timing a few steps of the model on this machine before training, so that the schedule can end
 // exactly at the last step; the plan is kept in <logdir>/plan.json and a resumed run follows it.
+// A TimeLimitHook holds the wall-clock budget if the steps turn out slower than timed (a busier
+// machine): --time-limit minutes (default 1.25 x --minutes; none with --steps unless given), after
+// which the run stops with its checkpoint, as if preempted, and the same command continues it.
 //
 //   fashion_mnist [--minutes 3 | --steps N] [--data-dir DIR] [--logdir DIR] [--batch-size 64]
 //                 [--lr 0.002] [--optimizer adam|sgd] [--warmup-steps 200] [--eval-every N]
@@ -62,6 +65,7 @@ struct Flags {
   std::string logdir = "fashion_mnist_logs";
   double minutes = 3;
   int64_t steps = 0;
+  double time_limit = -1;  // minutes; < 0: 1.25 x --minutes for a minutes budget, none for --steps
   int64_t batch_size = 64;
   double lr = 2e-3;
   std::string optimizer = "adam";
@@ -369,6 +373,14 @@ int run(const Flags& f) {
           th::LearningRateScheduleHookOptions{.every_n_steps = f.summary_steps,
                                               .output_dir = chief ? f.logdir : ""}),
   };
+  // The wall-clock limit: a planned step count cannot know that the machine gets busier.
+  const double limit_minutes = f.time_limit >= 0 ? f.time_limit : f.steps ? 0 : f.minutes * 1.25;
+  std::shared_ptr<th::TimeLimitHook> time_limit;
+  if (limit_minutes > 0) {
+    time_limit =
+        std::make_shared<th::TimeLimitHook>(std::chrono::duration<double>(limit_minutes * 60));
+    hooks.push_back(time_limit);
+  }
   // The evaluation and the progress bar: the chief's.
   th::Hooks chief_only_hooks = {evaluation};
   if (f.progress && chief)
@@ -425,6 +437,12 @@ int run(const Flags& f) {
         th::signal_name(sig), step, plan->total_steps, f.logdir);
     return f.preempted_exit_code.value_or(th::exit_status_for_signal(sig));
   }
+  if (time_limit && time_limit->stopped() && step < plan->total_steps && chief) {
+    std::cout << fmt::format(
+        "Stopped at the time limit of {:g} min at step {} of {}; the checkpoint is in {}. Run the "
+        "same command again to continue.\n",
+        limit_minutes, step, plan->total_steps, f.logdir);
+  }
   if (!chief) return 0;  // the chief reports
   auto acc = th::metrics_board(g).latest("eval/accuracy");
   std::cout << fmt::format(
@@ -478,6 +496,10 @@ int main(int argc, char** argv) {
   app.add_option("--steps", f.steps, "Training budget in steps (instead of --minutes)")
       ->check(positive)
       ->excludes(minutes);
+  app.add_option("--time-limit", f.time_limit,
+                 "Stop with a checkpoint after this many minutes of training even if the planned "
+                 "steps are not done (default 1.25 x --minutes; none with --steps); 0: none")
+      ->check(non_negative);
   app.add_option("--batch-size", f.batch_size)->check(positive)->capture_default_str();
   app.add_option("--lr", f.lr, "Peak learning rate")->check(positive)->capture_default_str();
   app.add_option("--optimizer", f.optimizer)

@@ -220,6 +220,29 @@ TEST_F(FashionMnistExampleTest, AnInterruptedRunContinuesTheSameSchedule) {
     EXPECT_TRUE(at::equal(x.get_tensor(name), y.get_tensor(name))) << name;
 }
 
+TEST_F(FashionMnistExampleTest, TheTimeLimitStopsWithACheckpointAndARerunContinues) {
+  const std::string logdir = dir.file("run");
+  // Far more steps than 0.6 s allow: the TimeLimitHook ends the run, not the plan.
+  auto a = args(logdir, 100000);
+  for (auto s : {"--time-limit", "0.01"}) a.push_back(s);
+  auto r = run_example(a, dir.file("first.txt"));
+  ASSERT_EQ(exit_code(r.status), 0) << read_file(dir.file("first.txt"));
+  const int64_t stopped_at = th::load_checkpoint(logdir).global_step();
+  ASSERT_GT(stopped_at, 0);
+  ASSERT_LT(stopped_at, 100000);
+  EXPECT_THAT(fmt::format("{}", fmt::join(r.lines, "\n")),
+              HasSubstr(fmt::format("Stopped at the time limit of 0.01 min at step {} of 100000; "
+                                    "the checkpoint is in {}. Run the same command again to "
+                                    "continue.",
+                                    stopped_at, logdir)));
+  EXPECT_THAT(read_file(dir.file("first.txt")), HasSubstr("TimeLimitHook: time limit of 0.6 s"));
+  auto again = run_example(a, dir.file("second.txt"));
+  ASSERT_EQ(exit_code(again.status), 0) << read_file(dir.file("second.txt"));
+  EXPECT_THAT(fmt::format("{}", fmt::join(again.lines, "\n")),
+              HasSubstr(fmt::format("Resumed at step {}", stopped_at)));
+  EXPECT_GT(th::load_checkpoint(logdir).global_step(), stopped_at);
+}
+
 TEST_F(FashionMnistExampleTest, BadFlagsAndMissingDataAreClearErrors) {
   auto bad = run_example({"--batch-size", "0"}, dir.file("err1.txt"));
   EXPECT_EQ(exit_code(bad.status), 2);
