@@ -13,6 +13,7 @@
 #include <sstream>
 #include <utility>
 
+#include "hook_state_text.h"
 #include "trainhooks/errors.h"
 #include "trainhooks/metrics_board.h"
 
@@ -50,24 +51,14 @@ const ReduceLROnPlateauOptions& validated(const ReduceLROnPlateauOptions& o) {
   return o;
 }
 
-[[noreturn]] void bad_state(const std::string& why) {
-  throw DataLossError(fmt::format("{}: cannot read its checkpointed state: {}", kName, why));
-}
+[[noreturn]] void bad_state(const std::string& why) { internal::bad_hook_state(kName, why); }
 
 double parse_double(const std::string& key, const std::string& text) {
-  errno = 0;
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0' || errno == ERANGE) bad_state(key + " = '" + text + "'");
-  return v;
+  return internal::parse_hook_state_double(kName, key, text);
 }
 
 int64_t parse_int(const std::string& key, const std::string& text) {
-  errno = 0;
-  char* end = nullptr;
-  const long long v = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || errno == ERANGE) bad_state(key + " = '" + text + "'");
-  return v;
+  return internal::parse_hook_state_int(kName, key, text);
 }
 
 }  // namespace
