@@ -258,6 +258,7 @@ void MonitoredSession::recover_or_rethrow(std::exception_ptr error) {
 }
 
 bool MonitoredSession::check_coordinator() {
+  if (!coord_->has_error()) return true;  // the usual case: no exception_ptr made and dropped
   std::exception_ptr error = coord_->requested_exception();
   if (!error) return true;
   recover_or_rethrow(error);
@@ -352,6 +353,22 @@ void MonitoredSession::run_once(const Fetches& fetches, const Feeds& feeds, cons
   Session& sess = *session_;
   Graph& g = sess.graph();
   SessionRunContext ctx(fetches, feeds, sess);
+
+  if (before_run_hooks_.empty()) {
+    // No hook can ask for anything: the caller's run as it is, its results straight into `out`.
+    std::optional<RunMetadata> local;
+    RunMetadata* run_metadata = metadata;
+    if (!run_metadata && options.trace_level > RunOptions::NO_TRACE)
+      run_metadata = &local.emplace();
+    sess.run_nodes(sess.resolve_fetches(fetches), feeds, options, run_metadata, out);
+    if (after_run_hooks_.empty()) return;
+    no_fetch_values_.options = options;
+    no_fetch_values_.results.set_graph(&g);
+    if (run_metadata) no_fetch_values_.run_metadata = *run_metadata;
+    for (const size_t i : after_run_hooks_) hooks_[i]->after_run(ctx, no_fetch_values_);
+    if (ctx.stop_requested()) stop_requested_ = true;
+    return;
+  }
 
   combined_fetches_.clear();
   for (Node n : sess.resolve_fetches(fetches)) combined_fetches_.push_back(n);

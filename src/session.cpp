@@ -79,13 +79,18 @@ int64_t Run::global_step() const { return session_->global_step(); }
 
 struct Session::Scratch {
   std::vector<at::Tensor> memo;
-  std::vector<uint64_t> stamp;  // memo[i] is this run's iff stamp[i] == run_id
-  std::vector<uint8_t> done;    // 0: being evaluated (cycle guard), 1: done
+  // A fed node's value, in the caller's Feeds (they outlive the run): not copied into memo, so a
+  // feed costs no reference count change.
+  std::vector<const at::Tensor*> fed;
+  std::vector<uint64_t> stamp;  // memo[i] (or fed[i]) is this run's iff stamp[i] == run_id
+  std::vector<uint8_t> done;    // 0: being evaluated (cycle guard), 1: done, 2: fed
   std::vector<int32_t> evaluated;
-  std::vector<int32_t> stack;
+  // The nodes an error passed through, innermost first: each evaluation the error leaves adds
+  // itself, so that nothing is kept per node while no error is raised.
   std::vector<int32_t> error_path;
   RunMetadata* metadata = nullptr;
   bool tracing = false;
+  bool watched = false;           // tracing or a timeout: the clock is read after each node
   bool inputs_evaluated = false;  // an input's batch to release at the end of the run
   int64_t timeout_ms = 0;
   double deadline = 0;
@@ -141,18 +146,18 @@ void Session::begin_run(const Feeds& feeds, const RunOptions& options, RunMetada
   size_t n = gs.nodes.size();
   if (s.memo.size() != n) {
     s.memo.resize(n);
+    s.fed.resize(n, nullptr);
     s.stamp.resize(n, 0);
     s.done.resize(n, 0);
   }
   ++run_id_;
   ++gs.run_serial;
-  s.evaluated.clear();
-  s.stack.clear();
-  s.error_path.clear();
+  // evaluated and error_path are empty here: end_run and rethrow_with_path leave them so.
   s.metadata = metadata;
   s.tracing = options.trace_level >= RunOptions::SOFTWARE_TRACE && metadata != nullptr;
   if (metadata) metadata->clear();
   s.timeout_ms = options.timeout_in_ms;
+  s.watched = s.tracing || s.timeout_ms > 0;
   if (s.timeout_ms > 0)
     s.deadline = env_.clock->steady_seconds() + static_cast<double>(s.timeout_ms) / 1000.0;
 
@@ -163,10 +168,9 @@ void Session::begin_run(const Feeds& feeds, const RunOptions& options, RunMetada
       throw InvalidArgument(fmt::format("Node '{}' is fed more than once in the same run", e.name));
     }
     check_feed(e, feed.value);
-    s.memo[node.index] = feed.value;
+    s.fed[node.index] = &feed.value;
     s.stamp[node.index] = run_id_;
-    s.done[node.index] = 1;
-    s.evaluated.push_back(node.index);
+    s.done[node.index] = 2;
   }
 }
 
@@ -254,9 +258,10 @@ void Session::rethrow_with_path(const std::exception_ptr& error) {
   auto& path = scratch_->error_path;
   if (path.empty()) std::rethrow_exception(error);
   std::string where;
-  for (size_t i = 0; i < path.size(); ++i) {
-    if (i) where += " <- ";
-    where += GraphInternal::state(*graph_).nodes[path[i]].name;
+  // Outermost (the fetch) first.
+  for (auto it = path.rbegin(); it != path.rend(); ++it) {
+    if (it != path.rbegin()) where += " <- ";
+    where += GraphInternal::state(*graph_).nodes[*it].name;
   }
   path.clear();
   Code code = Code::kUnknown;
@@ -286,10 +291,9 @@ const at::Tensor& Session::evaluate(Node node) {
   }
   const int32_t i = node.index;
   if (s.stamp[i] == run_id_) {
-    if (s.done[i]) return s.memo[i];
-    s.stack.push_back(i);
-    if (s.error_path.empty()) s.error_path = s.stack;
-    s.stack.pop_back();
+    if (s.done[i] == 1) return s.memo[i];
+    if (s.done[i] == 2) return *s.fed[i];
+    s.error_path.assign(1, i);
     throw InvalidArgument(
         fmt::format("Cycle detected: node '{}' depends on itself", gs.nodes[i].name));
   }
@@ -297,7 +301,6 @@ const at::Tensor& Session::evaluate(Node node) {
   // Variables and constants are returned in place: no memo entry, no cycle possible.
   if (e.kind == NodeKind::kVariable || e.kind == NodeKind::kConstant) return e.value;
 
-  s.stack.push_back(i);
   s.stamp[i] = run_id_;
   s.done[i] = 0;
   double start = s.tracing ? env_.clock->steady_seconds() : 0;
@@ -343,19 +346,19 @@ const at::Tensor& Session::evaluate(Node node) {
     }
     s.memo[i] = std::move(value);
   } catch (...) {
-    if (s.error_path.empty()) s.error_path = s.stack;
-    s.stack.pop_back();
+    s.error_path.push_back(i);
     throw;
   }
   s.done[i] = 1;
   s.evaluated.push_back(i);
-  s.stack.pop_back();
   if (!s.error_path.empty()) s.error_path.clear();  // an error caught inside an op is not ours
-  if (s.tracing)
-    s.metadata->step_stats.push_back({node, e.name, start, env_.clock->steady_seconds()});
-  if (s.timeout_ms > 0 && env_.clock->steady_seconds() > s.deadline) {
-    throw DeadlineExceededError(fmt::format(
-        "Run exceeded its timeout of {} ms after evaluating '{}'", s.timeout_ms, e.name));
+  if (s.watched) {
+    if (s.tracing)
+      s.metadata->step_stats.push_back({node, e.name, start, env_.clock->steady_seconds()});
+    if (s.timeout_ms > 0 && env_.clock->steady_seconds() > s.deadline) {
+      throw DeadlineExceededError(fmt::format(
+          "Run exceeded its timeout of {} ms after evaluating '{}'", s.timeout_ms, e.name));
+    }
   }
   return s.memo[i];
 }

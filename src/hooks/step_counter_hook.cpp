@@ -36,9 +36,8 @@ void StepCounterHook::begin() {
     writer_ = summary::EventWriter::for_logdir(options_.output_dir);
 }
 
-SessionRunArgs StepCounterHook::before_run(SessionRunContext& ctx) {
-  stale_global_step_ = ctx.session().global_step();
-  return {};
+void StepCounterHook::after_create_session(Session& session, Coordinator&) {
+  step_before_run_ = session.global_step();
 }
 
 void StepCounterHook::after_run(SessionRunContext& ctx, const SessionRunValues&) {
@@ -52,15 +51,18 @@ void StepCounterHook::after_run(SessionRunContext& ctx, const SessionRunValues&)
       env().info(fmt::format("global_step/sec: {:g}", steps_per_sec));
     }
   }
-  if (last_global_step_ && stale_global_step_ == *last_global_step_ && warnings_ < 5) {
+  // As TF: the step this run started from against the one the previous run started from.
+  const int64_t stale_global_step = step_before_run_;
+  step_before_run_ = global_step;
+  if (last_global_step_ && stale_global_step == *last_global_step_ && warnings_ < 5) {
     ++warnings_;
     env().warning(fmt::format(
         "It seems that global step has not been increased. Current value (could be stable): {} vs "
         "previous value: {}. You could increase the global step by running a train op made by "
         "Graph::minimize.",
-        stale_global_step_, *last_global_step_));
+        stale_global_step, *last_global_step_));
   }
-  last_global_step_ = stale_global_step_;
+  last_global_step_ = stale_global_step;
 }
 
 }  // namespace trainhooks

@@ -1,6 +1,8 @@
 // StepCounterHook: logs the training speed (TF's).
 //
-// Reads the global step (a host integer: nothing is fetched) in before_run and after_run. The
+// Reads the global step (a host integer: nothing is fetched) after each run; before_run is not
+// called (calls()), so the hook costs nothing before a step: the step a run started from is the
+// one the previous run ended at (or the session was created at). The
 // first trigger of its SecondOrStepTimer sets a baseline; every later trigger logs
 // `global_step/sec: X` (X printed as C's %g). Warns, at most 5 times, when the global step did not
 // advance between two runs. Needs a global step (RuntimeError in begin() otherwise).
@@ -38,14 +40,15 @@ class StepCounterHook : public SessionRunHook {
   explicit StepCounterHook(StepCounterHookOptions options = {});
 
   void begin() override;
-  SessionRunArgs before_run(SessionRunContext& run_context) override;
+  void after_create_session(Session& session, Coordinator& coord) override;
   void after_run(SessionRunContext& run_context, const SessionRunValues& run_values) override;
+  Calls calls() const override { return {.before_run = false}; }
 
  private:
   StepCounterHookOptions options_;
   SecondOrStepTimer timer_;
   std::shared_ptr<summary::EventWriter> writer_;
-  int64_t stale_global_step_ = 0;
+  int64_t step_before_run_ = 0;  // TF's stale global step: the step the next run starts from
   std::optional<int64_t> last_global_step_;
   int warnings_ = 0;
 };
