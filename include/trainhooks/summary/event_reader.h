@@ -41,7 +41,7 @@
 #include <vector>
 
 #include "trainhooks/env.h"
-#include "trainhooks/summary/summary.h"
+#include "trainhooks/summary/value_kind.h"
 
 namespace trainhooks::summary {
 

@@ -25,16 +25,9 @@
 #include <string_view>
 #include <vector>
 
+#include "trainhooks/summary/value_kind.h"
+
 namespace trainhooks::summary {
-
-// What a summary value holds, as a reader sees it.
-// kLayout: a custom_scalars dashboard layout.
-enum class ValueKind { kNone, kScalar, kHistogram, kImage, kAudio, kText, kTensor, kLayout };
-// "none", "scalar", "histogram", "image", "audio", "text", "tensor", "layout".
-const char* value_kind_name(ValueKind kind);
-
-// SessionLog.status: TensorBoard drops points logged after a START with a higher step than it.
-enum class SessionStatus { kUnspecified = 0, kStart = 1, kStop = 2, kCheckpoint = 3 };
 
 // Layout of an image tensor: N batch, C channels (1 gray, 3 RGB, 4 RGBA), H height, W width.
 enum class DataFormat { kNCHW, kNHWC, kCHW, kHWC };
