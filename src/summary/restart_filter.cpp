@@ -32,32 +32,41 @@ std::string describe_purge(const Purge& p) {
       p.previous_step, tags, p.values, s, p.tags.size() == 1 ? "this tag" : "these tags", p.step);
 }
 
-void RestartFilter::add(Event event) {
+PurgeDecision RestartDetector::add(const Event& event) {
   if (!event.file_version.empty()) file_version_ = parse_file_version(event.file_version);
   const bool summary = !event.values.empty();
+  PurgeDecision d{.step = event.step, .previous_step = most_recent_step_};
   if (file_version_ >= 2) {
     if (event.session_log && event.session_log->status == SessionStatus::kStart) {
       // The run's first START marks its beginning, not a restart.
-      if (seen_start_) purge(event, false);
+      d.purge = seen_start_;
       seen_start_ = true;
     }
   } else if (summary && event.step < most_recent_step_) {
-    purge(event, true);
+    d.purge = true;
+    d.by_tags = true;
   }
   if (summary) most_recent_step_ = event.step;
+  return d;
+}
+
+void RestartFilter::add(Event event) {
+  const PurgeDecision d = detector_.add(event);
+  if (d.purge) purge(event, d);
   events_.push_back(std::move(event));
 }
 
-void RestartFilter::purge(const Event& by, bool by_tags) {
+void RestartFilter::purge(const Event& by, const PurgeDecision& d) {
+  const bool by_tags = d.by_tags;
   std::unordered_set<std::string> tags;
   if (by_tags) {
     for (const EventValue& v : by.values) tags.insert(v.tag);
   }
-  Purge p{.restart = !by_tags, .step = by.step, .previous_step = most_recent_step_};
+  Purge p{.restart = !by_tags, .step = d.step, .previous_step = d.previous_step};
   size_t kept = 0;
   for (size_t i = 0; i < events_.size(); ++i) {
     Event& e = events_[i];
-    if (e.step >= by.step && !e.values.empty()) {
+    if (e.step >= d.step && !e.values.empty()) {
       const size_t before = e.values.size();
       std::erase_if(e.values, [&](const EventValue& v) { return !by_tags || tags.count(v.tag); });
       p.values += static_cast<int64_t>(before - e.values.size());

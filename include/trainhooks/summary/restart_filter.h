@@ -36,6 +36,27 @@ struct Purge {
   int64_t values = 0;               // summary values discarded
 };
 
+// The decision half of RestartFilter, for readers that keep values their own way (the board's
+// index keeps them per tag): given a run's events in read order, says which earlier values each
+// one makes orphaned. RestartFilter applies its decisions to the events it keeps.
+struct PurgeDecision {
+  bool purge = false;    // discard the values read before with step >= `step`
+  bool by_tags = false;  // only those of the event's own tags (a version-less out-of-order step)
+  int64_t step = 0;
+  int64_t previous_step = 0;  // the step of the last summary event before it
+};
+
+class RestartDetector {
+ public:
+  // Call with every event of the run, in read order, before keeping its values.
+  PurgeDecision add(const Event& event);
+
+ private:
+  double file_version_ = 0;  // of the latest file; 0: none seen
+  bool seen_start_ = false;
+  int64_t most_recent_step_ = -1;
+};
+
 class RestartFilter {
  public:
   // Adds the run's next event (in read order), discarding what it makes orphaned.
@@ -48,13 +69,11 @@ class RestartFilter {
   const std::vector<Purge>& purges() const { return purges_; }
 
  private:
-  void purge(const Event& by, bool by_tags);
+  void purge(const Event& by, const PurgeDecision& decision);
 
+  RestartDetector detector_;
   std::vector<Event> events_;
   std::vector<Purge> purges_;
-  double file_version_ = 0;  // of the latest file; 0: none seen
-  bool seen_start_ = false;
-  int64_t most_recent_step_ = -1;
 };
 
 // One line for a purge, e.g. "restart at step 51 (SessionLog START): 15 earlier values with
