@@ -10,6 +10,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev
   libpng-dev zlib1g-dev libisal-dev
+  # trainhooks board: the HTTP server library; its browser tests run headless Chromium
+  libcpp-httplib-dev chromium
   dataset-fashion-mnist
   # make sanitize / make tsan: GCC's sanitizer runtimes (g++ usually brings them along)
   libasan8 libubsan1 libtsan2

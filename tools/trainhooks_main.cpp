@@ -1,4 +1,5 @@
-// The `trainhooks` command-line tool: `trainhooks checkpoint ...`, `trainhooks events ...`.
+// The `trainhooks` command-line tool: `trainhooks checkpoint ...`, `trainhooks events ...`,
+// `trainhooks board LOGDIR` (the live dashboard) and `trainhooks report LOGDIR -o FILE`.
 //
 // Exit statuses (docs/guide.md): 0 success; 1 an error, or a check that found a problem
 // (`checkpoint verify`); 2 a usage error: an unknown subcommand or option, a missing or extra
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "board_command.h"
 #include "checkpoint_command.h"
 #include "events_command.h"
 
@@ -66,11 +68,13 @@ Selection select(CLI::App& app, int argc, char** argv) {
 }
 
 int run(int argc, char** argv) {
-  CLI::App app{"trainhooks: inspect checkpoints and event files", "trainhooks"};
+  CLI::App app{"trainhooks: inspect checkpoints and event files, serve and export the dashboard",
+               "trainhooks"};
   app.set_version_flag("--version", "trainhooks " TRAINHOOKS_VERSION, "Print the version and exit");
   app.require_subcommand(1);
   trainhooks::add_checkpoint_command(app);
   trainhooks::add_events_command(app);
+  trainhooks::add_board_commands(app);
 
   const Selection selection = select(app, argc, argv);
   if (!selection.unknown.empty()) {

@@ -1,0 +1,225 @@
+#include "trainhooks/board/board_server.h"
+
+#include <httplib.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "board/assets.h"
+#include "trainhooks/board/board_api.h"
+#include "trainhooks/errors.h"
+#include "util/json_writer.h"
+
+namespace trainhooks::board {
+namespace {
+
+void set_json_error(httplib::Response& res, int status, std::string_view message) {
+  std::string body = "{\"error\": ";
+  trainhooks::internal::append_json_string(body, message);
+  body += '}';
+  res.status = status;
+  res.set_content(body, "application/json");
+}
+
+bool is_loopback_name(std::string_view name) {
+  return name == "localhost" || name == "::1" || name.starts_with("127.");
+}
+
+// The name in a Host header without its port: "[::1]:6006" -> "::1", "localhost:6006" ->
+// "localhost".
+std::string_view host_name(std::string_view header) {
+  if (header.starts_with('[')) {
+    const size_t end = header.find(']');
+    return end == std::string_view::npos ? header : header.substr(1, end - 1);
+  }
+  return header.substr(0, header.find(':'));
+}
+
+}  // namespace
+
+struct BoardServer::Impl {
+  std::filesystem::path logdir;
+  BoardServerOptions options;
+  Env env;  // for refresh failures
+
+  std::unique_ptr<LogdirIndex> index;
+  std::unique_ptr<BoardApi> api;
+  httplib::Server http;
+  std::thread listener;
+  std::thread refresher;
+  std::atomic<bool> listen_returned = false;
+  int port = 0;
+
+  std::mutex mu;
+  std::condition_variable cv;
+  bool started = false;
+  bool stopping = false;  // tells the refresher to end
+  bool stopped = false;   // wait() returns
+  std::mutex stop_mu;     // one stop() at a time joins the threads
+
+  void refresh() {
+    try {
+      index->refresh();
+    } catch (const std::exception& e) {
+      env.warning(
+          fmt::format("trainhooks board: reading {} failed: {}", logdir.string(), e.what()));
+    }
+  }
+
+  void refresh_loop() {
+    if (!options.load_before_listening) refresh();
+    const auto interval = std::chrono::duration<double>(options.reload_interval_secs);
+    std::unique_lock lock(mu);
+    while (!cv.wait_for(lock, interval, [&] { return stopping; })) {
+      lock.unlock();
+      refresh();
+      lock.lock();
+    }
+  }
+
+  void get(const httplib::Request& req, httplib::Response& res) {
+    res.set_header("Cache-Control", "no-cache");
+    // DNS rebinding: a page from elsewhere can point a name of its own at 127.0.0.1 and read the
+    // API through the user's browser. A board bound to loopback answers only requests addressed
+    // to a loopback name.
+    if (is_loopback_name(options.host)) {
+      const std::string host = req.get_header_value("Host");
+      if (!is_loopback_name(host_name(host))) {
+        set_json_error(res, 403,
+                       fmt::format("host '{}' refused: a board listening on {} answers requests "
+                                   "to localhost only (serve others with --host)",
+                                   host, options.host));
+        return;
+      }
+    }
+    if (req.path.starts_with("/api/")) {
+      std::map<std::string, std::string> query;
+      for (const auto& [name, value] : req.params) query.emplace(name, value);  // first wins
+      const ApiResponse r = api->handle(req.path, query);
+      res.status = r.status;
+      res.set_content(r.body, r.content_type);
+      return;
+    }
+    // Only the page's own files: a path is looked up in the compiled-in table, never opened.
+    if (const Asset* asset = find_asset(req.path)) {
+      res.status = 200;
+      res.set_content(asset->data.data(), asset->data.size(), std::string(asset->content_type));
+      return;
+    }
+    set_json_error(res, 404, fmt::format("not found: '{}'", req.path));
+  }
+
+  void not_allowed(const httplib::Request& req, httplib::Response& res) {
+    res.set_header("Allow", "GET, HEAD");
+    set_json_error(res, 405, fmt::format("method {} not allowed (only GET)", req.method));
+  }
+};
+
+BoardServer::BoardServer(std::filesystem::path logdir, BoardServerOptions options)
+    : impl_(std::make_unique<Impl>()) {
+  if (options.port < 0 || options.port > 65535) {
+    throw InvalidArgument(
+        fmt::format("BoardServer: port must be in [0, 65535], got {}", options.port));
+  }
+  check_positive("BoardServer", "reload_interval_secs", options.reload_interval_secs);
+  impl_->logdir = std::move(logdir);
+  impl_->env = options.index.env.or_else(Env::system());
+  impl_->options = std::move(options);
+}
+
+BoardServer::~BoardServer() { stop(); }
+
+void BoardServer::start() {
+  Impl& s = *impl_;
+  {
+    std::lock_guard lock(s.mu);
+    if (s.started) throw FailedPreconditionError("BoardServer::start called twice");
+  }
+  s.index = std::make_unique<LogdirIndex>(s.logdir, s.options.index);
+  if (s.options.load_before_listening) s.refresh();
+  s.api = std::make_unique<BoardApi>(*s.index);
+
+  s.http.Get(".*", [&s](const httplib::Request& req, httplib::Response& res) { s.get(req, res); });
+  const auto not_allowed = [&s](const httplib::Request& req, httplib::Response& res) {
+    s.not_allowed(req, res);
+  };
+  s.http.Post(".*", not_allowed);
+  s.http.Put(".*", not_allowed);
+  s.http.Patch(".*", not_allowed);
+  s.http.Delete(".*", not_allowed);
+  s.http.Options(".*", not_allowed);
+
+  // SO_REUSEADDR (a restart may bind while old connections linger in TIME_WAIT) but not
+  // httplib's default SO_REUSEPORT, with which a second board would silently share the port.
+  s.http.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
+  const std::string& host = s.options.host;
+  errno = 0;
+  const int port = s.options.port == 0
+                       ? s.http.bind_to_any_port(host)
+                       : (s.http.bind_to_port(host, s.options.port) ? s.options.port : -1);
+  if (port < 0) {
+    // cpp-httplib reports only failure; errno still holds the failing call's reason (bind's
+    // EADDRINUSE, ...) unless the host name did not resolve.
+    const std::string reason = errno != 0 ? std::strerror(errno) : "cannot bind to that address";
+    throw UnavailableError(fmt::format("cannot listen on {}:{}: {}", host, s.options.port, reason));
+  }
+  s.port = port;
+
+  s.listener = std::thread([&s] {
+    s.http.listen_after_bind();
+    s.listen_returned = true;
+  });
+  // httplib's stop() does nothing until listen has begun: wait for it, so that a stop() right
+  // after start() cannot be lost. It begins at once.
+  while (!s.http.is_running() && !s.listen_returned) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (!s.http.is_running()) {
+    s.listener.join();
+    throw UnavailableError(fmt::format("cannot listen on {}:{}", host, s.port));
+  }
+  s.refresher = std::thread([&s] { s.refresh_loop(); });
+  std::lock_guard lock(s.mu);
+  s.started = true;
+}
+
+int BoardServer::port() const { return impl_->port; }
+
+void BoardServer::wait() {
+  std::unique_lock lock(impl_->mu);
+  impl_->cv.wait(lock, [&] { return !impl_->started || impl_->stopped; });
+}
+
+void BoardServer::stop() {
+  Impl& s = *impl_;
+  std::lock_guard stop_lock(s.stop_mu);
+  {
+    std::lock_guard lock(s.mu);
+    if (!s.started || s.stopped) return;
+    s.stopping = true;
+  }
+  s.cv.notify_all();
+  s.http.stop();
+  if (s.listener.joinable()) s.listener.join();
+  if (s.refresher.joinable()) s.refresher.join();
+  {
+    std::lock_guard lock(s.mu);
+    s.stopped = true;
+  }
+  s.cv.notify_all();
+}
+
+}  // namespace trainhooks::board

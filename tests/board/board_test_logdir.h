@@ -1,0 +1,107 @@
+// A small log directory with every kind of summary the board shows, for the board's tests:
+//
+//   <logdir>/train: scalars "loss" and "accuracy" at every step 1..steps, histogram "weights"
+//                   every 10 steps, image "samples" (tag "samples/image", 28x28 gray) at 4 steps,
+//                   text "notes" at 3 steps (the last one is kLastNote);
+//   <logdir>/eval:  scalars "loss" and "accuracy" every 10 steps.
+//
+// Values and wall times are deterministic (a fixed seed; a fake clock, one step every
+// kSecondsPerStep seconds from kStartTime), so tests may assert exact numbers.
+//
+//   write_test_logdir(dir);           // then: LogdirIndex index(dir); index.refresh(); ...
+//
+// Header-only: the board's test program is built from tests/board/*_test.cpp.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "trainhooks/summary/event_writer.h"
+#include "trainhooks/summary/summary.h"
+#include "trainhooks/testing/fake_env.h"
+
+namespace trainhooks::board::testing {
+
+inline constexpr double kStartTime = 1700000000.0;
+inline constexpr double kSecondsPerStep = 36.0;
+inline constexpr int64_t kSteps = 100;
+inline constexpr const char* kImageTag = "samples/image";
+inline constexpr int64_t kImageSize = 28;
+// Markup in a note must reach the page as text.
+inline constexpr const char* kLastNote = "lr halved to 0.05 <b>not bold</b> & kept";
+
+inline double test_wall_time(int64_t step) {
+  return kStartTime + kSecondsPerStep * static_cast<double>(step);
+}
+
+inline float test_loss(int64_t step, double noise) {
+  return static_cast<float>(2.3 * std::exp(-static_cast<double>(step) / 30.0) + 0.25 + noise);
+}
+
+inline float test_accuracy(int64_t step, double noise) {
+  return static_cast<float>(0.95 - 0.85 * std::exp(-static_cast<double>(step) / 25.0) + noise);
+}
+
+// A ring whose radius grows with `k`, in [0, 1]: something recognisable when scaled up.
+inline at::Tensor test_image(int64_t k) {
+  std::vector<float> pixels(kImageSize * kImageSize);
+  const double radius = 4.0 + 2.5 * static_cast<double>(k);
+  for (int64_t y = 0; y < kImageSize; ++y) {
+    for (int64_t x = 0; x < kImageSize; ++x) {
+      const double d = std::hypot(static_cast<double>(x) - 13.5, static_cast<double>(y) - 13.5);
+      pixels[y * kImageSize + x] =
+          static_cast<float>(std::max(0.0, 1.0 - std::abs(d - radius) / 2.5));
+    }
+  }
+  return at::from_blob(pixels.data(), {1, 1, kImageSize, kImageSize}, at::kFloat).clone();
+}
+
+inline void write_test_logdir(const std::filesystem::path& logdir, int64_t steps = kSteps) {
+  auto clock = std::make_shared<FakeClock>(kStartTime);
+  const summary::EventWriterOptions options{.env = {.clock = clock}};
+  std::mt19937 rng(14);
+  std::normal_distribution<double> noise(0.0, 1.0);
+
+  summary::EventWriter train(logdir / "train", options);
+  summary::EventWriter eval(logdir / "eval", options);
+  const int64_t image_every = std::max<int64_t>(1, steps / 4);
+  int64_t images = 0;
+  for (int64_t step = 1; step <= steps; ++step) {
+    clock->set_wall_seconds(test_wall_time(step));
+    summary::Summary s;
+    s.add_scalar("loss", test_loss(step, 0.06 * noise(rng)));
+    s.add_scalar("accuracy", test_accuracy(step, 0.015 * noise(rng)));
+    if (step % 10 == 0) {
+      // Weights that drift and spread out as training goes on.
+      std::vector<float> w(1000);
+      const double spread = 0.1 + static_cast<double>(step) / 200.0;
+      for (float& v : w)
+        v = static_cast<float>(0.002 * static_cast<double>(step) + spread * noise(rng));
+      s.add_histogram("weights",
+                      at::from_blob(w.data(), {static_cast<int64_t>(w.size())}, at::kFloat));
+    }
+    if (step % image_every == 0) s.add_image("samples", test_image(images++), {.max_outputs = 1});
+    if (step == 1) s.add_text("notes", "started: lr 0.1, batch 64");
+    if (step == steps / 2) s.add_text("notes", "halfway\nsecond line");
+    if (step == steps) s.add_text("notes", kLastNote);
+    train.add_summary(std::move(s), step);
+    if (step % 10 == 0) {
+      summary::Summary e;
+      e.add_scalar("loss", test_loss(step, 0.1 + 0.03 * noise(rng)));
+      e.add_scalar("accuracy", test_accuracy(step, -0.04 + 0.01 * noise(rng)));
+      eval.add_summary(std::move(e), step);
+    }
+  }
+  train.close();
+  eval.close();
+}
+
+}  // namespace trainhooks::board::testing
