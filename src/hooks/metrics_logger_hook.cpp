@@ -21,6 +21,7 @@
 #include "trainhooks/graph.h"
 #include "trainhooks/metrics_board.h"
 #include "util/atomic_file.h"
+#include "util/json_writer.h"
 
 namespace trainhooks {
 
@@ -50,33 +51,9 @@ std::string csv_field(std::string_view s) {
 }
 
 std::string json_string(std::string_view s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20) {
-          out += fmt::format("\\u{:04x}", c);
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out + "\"";
+  std::string out;
+  internal::append_json_string(out, s);
+  return out;
 }
 
 // The step at the start of a row this hook wrote (`200,...` or `{"step":200,...`); nullopt for
