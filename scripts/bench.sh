@@ -250,8 +250,8 @@ PY
   fi
 fi
 
-[[ -f "$OUT/session_micro.json" ]] || exit 0
-python3 - "$OUT" "$TABLE" <<'EOF'
+# The session's derived costs, when session_bench ran.
+[[ -f "$OUT/session_micro.json" ]] && python3 - "$OUT" "$TABLE" <<'EOF'
 import json, sys, os
 
 out, table = sys.argv[1:3]
