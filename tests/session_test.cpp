@@ -191,6 +191,23 @@ TEST(SessionTest, GradientsAreRecordedOnlyInRunsThatTrain) {
   EXPECT_TRUE(s.run({m.loss, m.train}, m.feeds())[m.loss].requires_grad());
 }
 
+TEST(SessionTest, TheCallersGradModeIsRestoredAfterEveryRun) {
+  Linear m;
+  th::Session s(m.g);
+  ASSERT_TRUE(at::GradMode::is_enabled());
+  s.run(m.loss, m.feeds());  // evaluates without gradients
+  EXPECT_TRUE(at::GradMode::is_enabled());
+  {
+    at::NoGradGuard no_grad;
+    s.run(m.train, m.feeds());  // trains with them
+    EXPECT_FALSE(at::GradMode::is_enabled());
+    EXPECT_THROW(s.run(m.train, {{m.x, torch::tensor({1.0f, 2.0f})}}), th::InvalidArgument);
+    EXPECT_FALSE(at::GradMode::is_enabled());
+  }
+  EXPECT_THROW(s.run(m.loss, {{m.x, torch::tensor({1.0f, 2.0f})}}), th::InvalidArgument);
+  EXPECT_TRUE(at::GradMode::is_enabled());
+}
+
 TEST(SessionTest, TracedRunsRecordNodeTimes) {
   th::testing::FakeEnv fake;
   Linear m;
