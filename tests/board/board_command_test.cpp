@@ -203,10 +203,18 @@ TEST_F(BoardCommandTest, BoardServesUntilSigtermThenExits0) {
     httplib::Client client("127.0.0.1", std::stoi(m[1]));
     client.set_connection_timeout(5);
     client.set_read_timeout(10);
-    const auto res = client.Get("/api/runs");
-    ASSERT_TRUE(res);
-    EXPECT_EQ(res->status, 200);
-    EXPECT_EQ(json::parse(res->body)["runs"].size(), 2u);
+    // It listens before it has read the log directory: the runs appear once the background
+    // read has run.
+    size_t runs = 0;
+    for (const auto deadline = SteadyClock::now() + std::chrono::seconds(10);
+         runs < 2 && SteadyClock::now() < deadline;) {
+      const auto res = client.Get("/api/runs");
+      ASSERT_TRUE(res);
+      ASSERT_EQ(res->status, 200);
+      runs = json::parse(res->body)["runs"].size();
+      if (runs < 2) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    EXPECT_EQ(runs, 2u);
     EXPECT_EQ(board.stop_with(signal, std::chrono::seconds(10)), 0);
   }
 }
