@@ -99,6 +99,13 @@ Series series_request(const LogdirIndex& index, const Query& query, ValueKind ki
   return s;
 }
 
+// "key": [value(0),value(1),...]: one column of a series, numbers only.
+template <typename Value>
+void add_column(JsonObject& o, const char* key, size_t n, Value value) {
+  JsonArray a(o.key(key), ",");
+  for (size_t k = 0; k < n; ++k) append_json_number(a.next(), value(k));
+}
+
 void add_head(JsonObject& o, const Series& s) { o.text("run", s.run).text("tag", s.tag); }
 
 void append_tag_info(std::string& out, const TagInfo& t) {
@@ -174,13 +181,9 @@ ApiResponse scalars_response(const LogdirIndex& index, const Query& query) {
     JsonObject o(out);
     add_head(o, s);
     o.number("total", steps.size()).number("in_range", in_range).flag("downsampled", downsampled);
-    const auto column = [&](const char* key, const auto& values) {
-      JsonArray a(o.key(key), ",");
-      for (const size_t k : kept) append_json_number(a.next(), values[k]);
-    };
-    column("steps", series.steps);
-    column("wall_times", series.wall_times);
-    column("values", series.values);
+    add_column(o, "steps", kept.size(), [&](size_t k) { return series.steps[kept[k]]; });
+    add_column(o, "wall_times", kept.size(), [&](size_t k) { return series.wall_times[kept[k]]; });
+    add_column(o, "values", kept.size(), [&](size_t k) { return series.values[kept[k]]; });
   }
   return json(std::move(out));
 }
@@ -193,12 +196,8 @@ ApiResponse histograms_response(const LogdirIndex& index, const Query& query) {
     JsonObject o(out);
     add_head(o, s);
     o.numbers("basis_points", internal::kHistogramBasisPoints);
-    const auto column = [&](const char* key, auto field) {
-      JsonArray a(o.key(key), ",");
-      for (const HistogramPoint& p : points) append_json_number(a.next(), field(p));
-    };
-    column("steps", [](const HistogramPoint& p) { return p.step; });
-    column("wall_times", [](const HistogramPoint& p) { return p.wall_time; });
+    add_column(o, "steps", points.size(), [&](size_t k) { return points[k].step; });
+    add_column(o, "wall_times", points.size(), [&](size_t k) { return points[k].wall_time; });
     {
       JsonArray bands(o.key("bands"), ",");
       for (const HistogramPoint& p : points) {
