@@ -7,7 +7,7 @@ CMAKE_FLAGS ?=
 # What `make demo` runs: the library, the two examples and the CLI, nothing else.
 DEMO_TARGETS = fashion_mnist seed_linear_regression trainhooks_cli
 
-.PHONY: all deps configure build build-demo demo test bench clean format
+.PHONY: all deps configure build build-demo demo test bench bench-docs clean format
 
 all: build
 
@@ -31,8 +31,13 @@ demo: build-demo
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
+# `make bench` ends with one table of every budget (also in $(BUILD_DIR)/bench/budgets.md);
+# `make bench-docs` runs the same and puts that table into docs/benchmarks.md.
 bench: build
 	bash scripts/bench.sh $(BUILD_DIR)
+
+bench-docs: build
+	bash scripts/bench.sh --update-docs $(BUILD_DIR)
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cpp')
