@@ -480,6 +480,11 @@ class Table:
             self.budget("checkpoint_save", r["save_dd"], fixed(2), stages, size=size)
             self.budget("checkpoint_stall", r["stall_copy"], fixed(2), stages, size=size)
             self.budget("checkpoint_restore", r["restore_cat"], fixed(2), stages, size=size)
+            if "floor_cat" in r:
+                self.reported("checkpoint_restore",
+                              f"checkpoint: the floor of an all-or-nothing restore (read(2) into "
+                              f"mapped memory, then one copy) / `cat`, {size} state",
+                              spread(r["floor_cat"], fixed(2)), stages)
 
     def board(self):
         rows = read_jsonl(self.path("board.txt"), prefix="json: ")
