@@ -33,7 +33,8 @@ const char* node_kind_name(NodeKind kind) {
   return "node";
 }
 
-Graph::Graph() : state_(std::make_unique<GraphState>()) {}
+Graph::Graph()
+    : state_(std::make_unique<GraphState>()), global_step_value_(&state_->global_step_value) {}
 Graph::~Graph() = default;
 
 Node Graph::add_node(std::string name, NodeKind kind) {
@@ -177,7 +178,6 @@ Node Graph::global_step() {
 }
 
 bool Graph::has_global_step() const { return state_->global_step >= 0; }
-int64_t Graph::global_step_value() const { return state_->global_step_value; }
 void Graph::set_global_step_value(int64_t step) {
   if (step < 0) throw InvalidArgument(fmt::format("set_global_step_value: invalid step {}", step));
   state_->global_step_value = step;

@@ -34,7 +34,7 @@ std::unique_ptr<Session> WorkerSessionCreator::create_session() {
 
 Session& StepContext::session() { return sess_.raw_session(); }
 
-RunResults StepContext::run_with_hooks(const Fetches& fetches, const Feeds& feeds, const RunOptions& options) {
+RunResults StepContext::run_with_hooks(const Fetches& fetches, FeedsView feeds, const RunOptions& options) {
   return sess_.run(fetches, feeds, options);
 }
 
@@ -290,20 +290,20 @@ void MonitoredSession::finish_step_fn(bool stop_requested) {
   decide_stop();
 }
 
-RunResults MonitoredSession::run(const Fetches& fetches, const Feeds& feeds, const RunOptions& options,
+RunResults MonitoredSession::run(const Fetches& fetches, FeedsView feeds, const RunOptions& options,
                                  RunMetadata* metadata) {
   RunResults out;
   run_into(fetches, feeds, options, metadata, out);
   return out;
 }
 
-void MonitoredSession::run_into(const Fetches& fetches, const Feeds& feeds, const RunOptions& options,
+void MonitoredSession::run_into(const Fetches& fetches, FeedsView feeds, const RunOptions& options,
                                 RunMetadata* metadata, RunResults& out) {
   check_not_stopped();
   run_hooked(fetches, feeds, options, metadata, out);
 }
 
-void MonitoredSession::run_hooked(const Fetches& fetches, const Feeds& feeds, const RunOptions& options,
+void MonitoredSession::run_hooked(const Fetches& fetches, FeedsView feeds, const RunOptions& options,
                                   RunMetadata* metadata, RunResults& out) {
   // TF's _RecoverableSession: a lost peer or a preemption recreates the session and retries.
   for (;;) {
@@ -348,7 +348,7 @@ std::string conflict_message(const char* what, const Graph& g, const std::vector
 
 }  // namespace
 
-void MonitoredSession::run_once(const Fetches& fetches, const Feeds& feeds, const RunOptions& options,
+void MonitoredSession::run_once(const Fetches& fetches, FeedsView feeds, const RunOptions& options,
                                 RunMetadata* metadata, RunResults& out) {
   Session& sess = *session_;
   Graph& g = sess.graph();
@@ -391,7 +391,8 @@ void MonitoredSession::run_once(const Fetches& fetches, const Feeds& feeds, cons
     if (!hook_feeds) {
       // The first hook feed of this run: the feeds become the caller's and the hooks' together.
       hook_feeds = true;
-      combined_feeds_ = feeds;
+      combined_feeds_.clear();
+      for (const auto& f : feeds) combined_feeds_.push_back(f);
       if (hook_feed_stamp_.size() != g.size()) hook_feed_stamp_.assign(g.size(), 0);
       ++feed_stamp_;
     }
@@ -407,7 +408,7 @@ void MonitoredSession::run_once(const Fetches& fetches, const Feeds& feeds, cons
     }
   }
 
-  const Feeds* run_feeds = &feeds;
+  FeedsView run_feeds = feeds;
   if (hook_feeds) {
     std::vector<Node> conflicts;
     for (const auto& f : feeds) {
@@ -423,14 +424,14 @@ void MonitoredSession::run_once(const Fetches& fetches, const Feeds& feeds, cons
       }
       throw RuntimeError(conflict_message("Same tensor is fed by a SessionRunHook and user.", g, ordered));
     }
-    run_feeds = &combined_feeds_;
+    run_feeds = combined_feeds_;
   }
 
   RunMetadata* run_metadata = metadata;
   RunMetadata local_metadata;
   if (!run_metadata && merged.trace_level > RunOptions::NO_TRACE) run_metadata = &local_metadata;
 
-  sess.run_nodes(combined_fetches_, *run_feeds, merged, run_metadata, combined_results_);
+  sess.run_nodes(combined_fetches_, run_feeds, merged, run_metadata, combined_results_);
   if (hook_feeds) combined_feeds_.clear();
 
   const auto values = combined_results_.values();

@@ -68,7 +68,6 @@ bool RunResults::contains(Node node) const {
 
 // ---- Run --------------------------------------------------------------------------------------
 
-const at::Tensor& Run::operator[](Node node) { return session_->evaluate(node); }
 const at::Tensor& Run::operator[](std::string_view name) {
   return session_->evaluate(session_->graph().find(name));
 }
@@ -77,13 +76,22 @@ int64_t Run::global_step() const { return session_->global_step(); }
 
 // ---- Session ----------------------------------------------------------------------------------
 
+// A node's value in the current run. Everything an evaluation reads is here, so that reading a
+// node that is fed, a variable or already evaluated costs a compare and a load.
+struct Session::Slot {
+  // value is this run's iff stamp == run_id_, or always for stamp == kAlways (a variable or a
+  // constant: value is the graph's live tensor). Null while the node is being evaluated (a node
+  // reached again then is a cycle).
+  static constexpr uint64_t kAlways = UINT64_MAX;
+  uint64_t stamp = 0;
+  // &memo, the caller's feed (Feeds outlive the run: a feed is not copied, no reference count
+  // changes) or the variable's tensor in the graph.
+  const at::Tensor* value = nullptr;
+  at::Tensor memo;
+};
+
 struct Session::Scratch {
-  std::vector<at::Tensor> memo;
-  // A fed node's value, in the caller's Feeds (they outlive the run): not copied into memo, so a
-  // feed costs no reference count change.
-  std::vector<const at::Tensor*> fed;
-  std::vector<uint64_t> stamp;  // memo[i] (or fed[i]) is this run's iff stamp[i] == run_id
-  std::vector<uint8_t> done;    // 0: being evaluated (cycle guard), 1: done, 2: fed
+  std::vector<Slot> slots;
   std::vector<int32_t> evaluated;
   // The nodes an error passed through, innermost first: each evaluation the error leaves adds
   // itself, so that nothing is kept per node while no error is raised.
@@ -131,24 +139,23 @@ Session::Session(Graph& graph, Env env)
 
 Session::~Session() = default;
 
-int64_t Session::global_step() const { return graph_->global_step_value(); }
-
-RunResults Session::run(const Fetches& fetches, const Feeds& feeds, const RunOptions& options,
+RunResults Session::run(const Fetches& fetches, FeedsView feeds, const RunOptions& options,
                         RunMetadata* metadata) {
   RunResults out;
   run_into(fetches, feeds, options, metadata, out);
   return out;
 }
 
-void Session::begin_run(const Feeds& feeds, const RunOptions& options, RunMetadata* metadata) {
+// Inline: run_nodes() is its only caller, once per run.
+[[gnu::always_inline]] inline void Session::begin_run(FeedsView feeds, const RunOptions& options,
+                                                      RunMetadata* metadata) {
   auto& s = *scratch_;
   auto& gs = GraphInternal::state(*graph_);
-  size_t n = gs.nodes.size();
-  if (s.memo.size() != n) {
-    s.memo.resize(n);
-    s.fed.resize(n, nullptr);
-    s.stamp.resize(n, 0);
-    s.done.resize(n, 0);
+  const size_t n = gs.nodes.size();
+  if (num_slots_ != n) {  // new nodes, and the old ones moved: no slot's pointer is kept
+    s.slots.assign(n, Slot{});
+    slots_ = s.slots.data();
+    num_slots_ = n;
   }
   ++run_id_;
   ++gs.run_serial;
@@ -164,23 +171,23 @@ void Session::begin_run(const Feeds& feeds, const RunOptions& options, RunMetada
   for (const auto& feed : feeds) {
     Node node = graph_->resolve(feed.node);
     const auto& e = gs.nodes[node.index];
-    if (s.stamp[node.index] == run_id_) {
+    Slot& slot = slots_[node.index];
+    if (slot.stamp == run_id_) {
       throw InvalidArgument(fmt::format("Node '{}' is fed more than once in the same run", e.name));
     }
     check_feed(e, feed.value);
-    s.fed[node.index] = &feed.value;
-    s.stamp[node.index] = run_id_;
-    s.done[node.index] = 2;
+    slot.stamp = run_id_;
+    slot.value = &feed.value;
   }
 }
 
-void Session::end_run() {
+[[gnu::always_inline]] inline void Session::end_run() {
   auto& s = *scratch_;
   // Release this run's intermediate values (activations) and input batches now rather than at the
   // next run, so that nothing of a step outlives it (results keep their own references). This
   // did not measurably change the Fashion-MNIST step time (docs/benchmarks.md).
   auto& gs = GraphInternal::state(*graph_);
-  for (int32_t i : s.evaluated) s.memo[i].reset();
+  for (int32_t i : s.evaluated) slots_[i].memo.reset();
   if (s.inputs_evaluated) {
     for (int32_t i : s.evaluated) {
       const auto& e = gs.nodes[static_cast<size_t>(i)];
@@ -211,7 +218,7 @@ std::span<const Node> Session::resolve_fetches(const Fetches& fetches) {
   return resolved_;
 }
 
-void Session::run_into(const Fetches& fetches, const Feeds& feeds, const RunOptions& options,
+void Session::run_into(const Fetches& fetches, FeedsView feeds, const RunOptions& options,
                        RunMetadata* metadata, RunResults& out) {
   run_nodes(resolve_fetches(fetches), feeds, options, metadata, out);
 }
@@ -227,7 +234,9 @@ class RunGradMode {
       : state_(c10::AutogradState::get_tls_state()), previous_(state_.get_grad_mode()) {
     if (previous_ != enabled) state_.set_grad_mode(enabled);
   }
-  ~RunGradMode() { state_.set_grad_mode(previous_); }
+  ~RunGradMode() {
+    if (state_.get_grad_mode() != previous_) state_.set_grad_mode(previous_);
+  }
   RunGradMode(const RunGradMode&) = delete;
   RunGradMode& operator=(const RunGradMode&) = delete;
 
@@ -238,8 +247,8 @@ class RunGradMode {
 
 }  // namespace
 
-void Session::run_nodes(std::span<const Node> fetches, const Feeds& feeds,
-                        const RunOptions& options, RunMetadata* metadata, RunResults& out) {
+void Session::run_nodes(std::span<const Node> fetches, FeedsView feeds, const RunOptions& options,
+                        RunMetadata* metadata, RunResults& out) {
   out.clear();
   out.set_graph(graph_);
   out.set_end_of_input(false);
@@ -262,7 +271,7 @@ void Session::run_nodes(std::span<const Node> fetches, const Feeds& feeds,
       // A fetched variable is a snapshot, as in TF: later steps must not change a kept result.
       // Ops still read the live tensor through the Run.
       bool live_variable =
-          nodes[n.index].kind == NodeKind::kVariable && scratch_->stamp[n.index] != run_id_;
+          nodes[n.index].kind == NodeKind::kVariable && slots_[n.index].stamp != run_id_;
       out.add(n, live_variable ? value.detach().clone() : value);
     }
   } catch (...) {
@@ -303,26 +312,42 @@ void Session::rethrow_with_path(const std::exception_ptr& error) {
 }
 
 const at::Tensor& Session::evaluate(Node node) {
+  const auto i = static_cast<size_t>(node.index);  // a negative index becomes a large one
+  if (i < num_slots_) [[likely]] {
+    const Slot& slot = slots_[i];
+    if (slot.stamp < run_id_) return evaluate_node(i);
+    if (slot.value) [[likely]]
+      return *slot.value;  // this run's, or a variable's
+  }
+  evaluate_failed(node);
+}
+
+void Session::evaluate_failed(Node node) {
+  if (node.index < 0 || static_cast<size_t>(node.index) >= num_slots_) {
+    throw InvalidArgument(
+        fmt::format("Invalid node handle {} (the graph has {} nodes)", node.index, num_slots_));
+  }
+  scratch_->error_path.assign(1, node.index);
+  throw InvalidArgument(fmt::format("Cycle detected: node '{}' depends on itself",
+                                    GraphInternal::state(*graph_).nodes[node.index].name));
+}
+
+// Out of line: the try block and the tracing keep the lookup above small.
+const at::Tensor& Session::evaluate_node(size_t i) {
   auto& s = *scratch_;
   auto& gs = GraphInternal::state(*graph_);
-  if (node.index < 0 || static_cast<size_t>(node.index) >= s.memo.size()) {
-    throw InvalidArgument(
-        fmt::format("Invalid node handle {} (the graph has {} nodes)", node.index, s.memo.size()));
-  }
-  const int32_t i = node.index;
-  if (s.stamp[i] == run_id_) {
-    if (s.done[i] == 1) return s.memo[i];
-    if (s.done[i] == 2) return *s.fed[i];
-    s.error_path.assign(1, i);
-    throw InvalidArgument(
-        fmt::format("Cycle detected: node '{}' depends on itself", gs.nodes[i].name));
-  }
+  const Node node{static_cast<int32_t>(i)};
+  Slot& slot = slots_[i];
   NodeEntry& e = gs.nodes[i];
-  // Variables and constants are returned in place: no memo entry, no cycle possible.
-  if (e.kind == NodeKind::kVariable || e.kind == NodeKind::kConstant) return e.value;
-
-  s.stamp[i] = run_id_;
-  s.done[i] = 0;
+  // Variables and constants are read in place, from now on without coming here (until the graph
+  // grows: begin_run resets the slots then).
+  if (e.kind == NodeKind::kVariable || e.kind == NodeKind::kConstant) {
+    slot.stamp = Slot::kAlways;
+    slot.value = &e.value;
+    return e.value;
+  }
+  slot.stamp = run_id_;
+  slot.value = nullptr;
   double start = s.tracing ? env_.clock->steady_seconds() : 0;
   try {
     at::Tensor value;
@@ -338,6 +363,12 @@ const at::Tensor& Session::evaluate(Node node) {
       case NodeKind::kOp: {
         Run run(this);
         value = e.fn(run);
+        // Adding nodes moves the graph's nodes, which the slots point into (variables).
+        if (gs.nodes.size() != num_slots_) {
+          throw FailedPreconditionError(fmt::format(
+              "Op '{}' added nodes to the graph during a run: build the graph before running it",
+              gs.nodes[i].name));
+        }
         break;
       }
       case NodeKind::kInput: {
@@ -364,13 +395,13 @@ const at::Tensor& Session::evaluate(Node node) {
       case NodeKind::kConstant:
         break;
     }
-    s.memo[i] = std::move(value);
+    slot.memo = std::move(value);
   } catch (...) {
-    s.error_path.push_back(i);
+    s.error_path.push_back(static_cast<int32_t>(i));
     throw;
   }
-  s.done[i] = 1;
-  s.evaluated.push_back(i);
+  slot.value = &slot.memo;
+  s.evaluated.push_back(static_cast<int32_t>(i));
   if (!s.error_path.empty()) s.error_path.clear();  // an error caught inside an op is not ours
   if (s.watched) {
     if (s.tracing)
@@ -380,7 +411,7 @@ const at::Tensor& Session::evaluate(Node node) {
           "Run exceeded its timeout of {} ms after evaluating '{}'", s.timeout_ms, e.name));
     }
   }
-  return s.memo[i];
+  return slot.memo;
 }
 
 }  // namespace trainhooks

@@ -31,7 +31,7 @@ void SecondOrStepTimer::set_clock(std::shared_ptr<Clock> clock) {
   if (clock) clock_ = std::move(clock);
 }
 
-bool SecondOrStepTimer::should_trigger_for_step(int64_t step) const {
+bool SecondOrStepTimer::should_trigger_checking_clock(int64_t step) const {
   if (!last_step_) return true;
   if (*last_step_ == step) return false;
   if (options_.every_secs && clock_->steady_seconds() >= *last_time_ + *options_.every_secs)

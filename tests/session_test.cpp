@@ -268,4 +268,65 @@ TEST(SessionTest, FetchedVariableIsASnapshot) {
   EXPECT_FALSE(before.requires_grad());
 }
 
+// A variable read in place, then fed for one run, then read in place again: each run sees the
+// value it should, and the fed run does not change the variable.
+TEST(SessionTest, AFedVariableIsTheFeedForOneRunOnly) {
+  Linear m;
+  th::Session s(m.g);
+  auto r = s.run(m.y_pred, {{m.x, torch::tensor({1.0f})}});
+  EXPECT_FLOAT_EQ(r[m.y_pred].item<float>(), 0.0f);  // W = 0, b = 0
+  r = s.run({m.y_pred, m.W}, {{m.x, torch::tensor({1.0f})}, {m.W, torch::tensor({3.0f})}});
+  EXPECT_FLOAT_EQ(r[m.y_pred].item<float>(), 3.0f);
+  EXPECT_FLOAT_EQ(r[m.W].item<float>(), 3.0f);  // the feed, as TF returns a fed tensor
+  r = s.run({m.y_pred, m.W}, {{m.x, torch::tensor({1.0f})}});
+  EXPECT_FLOAT_EQ(r[m.y_pred].item<float>(), 0.0f);
+  EXPECT_FLOAT_EQ(r[m.W].item<float>(), 0.0f);
+}
+
+// Feeds as a braced list in the call and as a reused th::Feeds give the same run.
+TEST(SessionTest, FeedsAreReadInPlaceFromABracedListOrAFeeds) {
+  Linear m;
+  th::Session s(m.g);
+  const auto xs = torch::tensor({1.0f, 2.0f});
+  const auto ys = torch::tensor({3.0f, 5.0f});
+  const th::Feeds kept = {{m.x, xs}, {m.y, ys}};
+  const float from_list = s.run(m.loss, {{m.x, xs}, {m.y, ys}})[m.loss].item<float>();
+  const float from_kept = s.run(m.loss, kept)[m.loss].item<float>();
+  EXPECT_FLOAT_EQ(from_list, 17.0f);
+  EXPECT_FLOAT_EQ(from_kept, 17.0f);
+  // The session keeps no reference to a feed after the run: xs and kept's copy are all.
+  EXPECT_EQ(xs.use_count(), 2);
+}
+
+TEST(SessionTest, AnOpThatAddsNodesDuringARunIsRefused) {
+  th::Graph g;
+  auto v = g.variable("v", torch::ones({1}));
+  auto grow = g.op("grow", [&](th::Run& r) {
+    g.constant("late", torch::zeros({1}));
+    return r[v] + 1;
+  });
+  th::Session s(g);
+  try {
+    s.run(grow);
+    FAIL() << "expected FailedPreconditionError";
+  } catch (const th::FailedPreconditionError& e) {
+    EXPECT_NE(std::string(e.what()).find("Op 'grow' added nodes to the graph during a run"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// Nodes added between runs are seen by the next run, and the variables read before still are.
+TEST(SessionTest, NodesAddedBetweenRunsAreEvaluated) {
+  th::Graph g;
+  auto v = g.variable("v", torch::ones({1}));
+  auto twice = g.op("twice", [v](th::Run& r) { return r[v] * 2; });
+  th::Session s(g);
+  EXPECT_FLOAT_EQ(s.run(twice)[twice].item<float>(), 2.0f);
+  for (int i = 0; i < 64; ++i) g.constant("c" + std::to_string(i), torch::full({1}, float(i)));
+  auto sum = g.op("sum", [v, twice](th::Run& r) { return r[v] + r[twice] + r["c63"]; });
+  EXPECT_FLOAT_EQ(s.run(sum)[sum].item<float>(), 66.0f);
+  EXPECT_FLOAT_EQ(s.run(twice)[twice].item<float>(), 2.0f);
+}
+
 }  // namespace

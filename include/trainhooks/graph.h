@@ -160,7 +160,7 @@ class Graph {
   // fetching it materialises a tensor.
   Node global_step();
   bool has_global_step() const;
-  int64_t global_step_value() const;
+  int64_t global_step_value() const { return *global_step_value_; }
   void set_global_step_value(int64_t step);
 
   // A train op: zeroes the gradients, back-propagates `loss`, applies the gradient transforms
@@ -240,6 +240,7 @@ class Graph {
   std::shared_ptr<void>& extension_slot(std::type_index type);
   std::unique_ptr<internal::GraphState> state_;
   size_t num_nodes_ = 0;  // state_->nodes.size(), for the inline resolve()
+  const int64_t* global_step_value_;  // &state_->global_step_value, for the inline read
 };
 
 }  // namespace trainhooks

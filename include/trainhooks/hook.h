@@ -70,18 +70,18 @@ struct SessionRunValues {
 
 class SessionRunContext {
  public:
-  SessionRunContext(const Fetches& fetches, const Feeds& feeds, Session& session)
-      : fetches_(&fetches), feeds_(&feeds), session_(&session) {}
+  SessionRunContext(const Fetches& fetches, FeedsView feeds, Session& session)
+      : fetches_(&fetches), feeds_(feeds), session_(&session) {}
   // The caller's fetches and feeds for this run.
   const Fetches& original_fetches() const { return *fetches_; }
-  const Feeds& original_feeds() const { return *feeds_; }
+  FeedsView original_feeds() const { return feeds_; }
   Session& session() const { return *session_; }
   void request_stop() { stop_requested_ = true; }
   bool stop_requested() const { return stop_requested_; }
 
  private:
   const Fetches* fetches_;
-  const Feeds* feeds_;
+  FeedsView feeds_;
   Session* session_;
   bool stop_requested_ = false;
 };

@@ -134,7 +134,7 @@ class StepContext {
   // The raw session: its runs fire no hooks.
   Session& session();
   // A run that fires the hooks, as MonitoredSession::run.
-  RunResults run_with_hooks(const Fetches& fetches, const Feeds& feeds = {},
+  RunResults run_with_hooks(const Fetches& fetches, FeedsView feeds = {},
                             const RunOptions& options = {});
   // should_stop() becomes true when the step function returns.
   void request_stop() { stop_requested_ = true; }
@@ -155,10 +155,10 @@ class MonitoredSession {
   MonitoredSession(const MonitoredSession&) = delete;
   MonitoredSession& operator=(const MonitoredSession&) = delete;
 
-  RunResults run(const Fetches& fetches, const Feeds& feeds = {}, const RunOptions& options = {},
+  RunResults run(const Fetches& fetches, FeedsView feeds = {}, const RunOptions& options = {},
                  RunMetadata* metadata = nullptr);
   // As run(), into `out`, whose capacity is reused: a steady loop allocates nothing here.
-  void run_into(const Fetches& fetches, const Feeds& feeds, const RunOptions& options,
+  void run_into(const Fetches& fetches, FeedsView feeds, const RunOptions& options,
                 RunMetadata* metadata, RunResults& out);
 
   // Runs `fn(StepContext&)` once, TF's run_step_fn: an AbortedError reaching it (from fn itself
@@ -249,9 +249,9 @@ class MonitoredSession {
   void finish_step_fn(bool stop_requested);
   // The one place where the reasons to stop become the decision.
   void decide_stop();
-  void run_hooked(const Fetches& fetches, const Feeds& feeds, const RunOptions& options,
+  void run_hooked(const Fetches& fetches, FeedsView feeds, const RunOptions& options,
                   RunMetadata* metadata, RunResults& out);
-  void run_once(const Fetches& fetches, const Feeds& feeds, const RunOptions& options,
+  void run_once(const Fetches& fetches, FeedsView feeds, const RunOptions& options,
                 RunMetadata* metadata, RunResults& out);
   void mark_end_of_input(Graph& g, RunResults& out);
 

@@ -94,6 +94,31 @@ struct Feed {
 // four are held inline: a step's feeds are built and dropped without a heap allocation.
 using Feeds = SmallVector<Feed, 4>;
 
+// The feeds a run reads: the caller's `Feeds`, or a braced list written in the call,
+// `sess.run(train_op, {{x, xs}, {y, ys}})`, which the run then reads where it is: no feed, tensor
+// or node reference is copied. A view, like std::string_view: it is a parameter type and does
+// not keep what it shows alive (a braced list lives until the end of the statement).
+class FeedsView {
+ public:
+  FeedsView() noexcept = default;
+  FeedsView(const Feeds& feeds) noexcept : data_(feeds.data()), size_(feeds.size()) {}  // NOLINT
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Winit-list-lifetime"  // a view of the list, on purpose (above)
+  FeedsView(std::initializer_list<Feed> feeds) noexcept  // NOLINT: implicit by design
+      : data_(feeds.begin()), size_(feeds.size()) {}
+#pragma GCC diagnostic pop
+
+  const Feed* begin() const noexcept { return data_; }
+  const Feed* end() const noexcept { return data_ + size_; }
+  const Feed& operator[](size_t i) const noexcept { return data_[i]; }
+  size_t size() const noexcept { return size_; }
+  bool empty() const noexcept { return size_ == 0; }
+
+ private:
+  const Feed* data_ = nullptr;
+  size_t size_ = 0;
+};
+
 }  // namespace trainhooks
 
 template <>

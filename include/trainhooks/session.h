@@ -115,13 +115,13 @@ class Session {
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
-  RunResults run(const Fetches& fetches, const Feeds& feeds = {}, const RunOptions& options = {},
+  RunResults run(const Fetches& fetches, FeedsView feeds = {}, const RunOptions& options = {},
                  RunMetadata* metadata = nullptr);
   // As run(), into `out` (its capacity is reused: no allocation on a steady loop).
-  void run_into(const Fetches& fetches, const Feeds& feeds, const RunOptions& options,
+  void run_into(const Fetches& fetches, FeedsView feeds, const RunOptions& options,
                 RunMetadata* metadata, RunResults& out);
   // The fast path: fetches already resolved to nodes of this graph.
-  void run_nodes(std::span<const Node> fetches, const Feeds& feeds, const RunOptions& options,
+  void run_nodes(std::span<const Node> fetches, FeedsView feeds, const RunOptions& options,
                  RunMetadata* metadata, RunResults& out);
 
   // `fetches` as nodes of this graph. Resolved once per distinct fetch list: a loop that asks for
@@ -131,25 +131,34 @@ class Session {
   Graph& graph() { return *graph_; }
   const Graph& graph() const { return *graph_; }
   const Env& env() const { return env_; }
-  int64_t global_step() const;
+  int64_t global_step() const { return graph_->global_step_value(); }
   // Runs completed or attempted by this session.
   uint64_t run_count() const { return run_id_; }
 
  private:
   friend class Run;
   struct Scratch;
+  struct Slot;
+  // A node's value in this run: the memo, the feed or the live variable, else evaluate_node().
   const at::Tensor& evaluate(Node node);
-  void begin_run(const Feeds& feeds, const RunOptions& options, RunMetadata* metadata);
+  const at::Tensor& evaluate_node(size_t i);
+  [[noreturn]] void evaluate_failed(Node node);  // an invalid handle or a cycle
+  void begin_run(FeedsView feeds, const RunOptions& options, RunMetadata* metadata);
   void end_run();
   [[noreturn]] void rethrow_with_path(const std::exception_ptr& error);
 
   Graph* graph_;
   Env env_;
   uint64_t run_id_ = 0;
+  // One per graph node (scratch_->slots), read on every evaluation without going through scratch_.
+  Slot* slots_ = nullptr;
+  size_t num_slots_ = 0;
   std::unique_ptr<Scratch> scratch_;
   // The last fetch list by name and what it resolved to (resolve_fetches).
   std::vector<std::string> resolved_names_;
   std::vector<Node> resolved_;
 };
+
+inline const at::Tensor& Run::operator[](Node node) { return session_->evaluate(node); }
 
 }  // namespace trainhooks

@@ -56,13 +56,19 @@ class SecondOrStepTimer {
   explicit SecondOrStepTimer(TimerOptions options, std::shared_ptr<Clock> clock = nullptr);
 
   void reset();
-  bool should_trigger_for_step(int64_t step) const;
+  bool should_trigger_for_step(int64_t step) const {
+    // A step-based timer is checked inline: hooks call this after every run.
+    if (last_step_ && !options_.every_secs)
+      return step != *last_step_ && step >= *last_step_ + options_.every_steps.value_or(0);
+    return should_trigger_checking_clock(step);
+  }
   std::optional<Elapsed> update_last_triggered_step(int64_t step);
   std::optional<int64_t> last_triggered_step() const { return last_step_; }
   void set_clock(std::shared_ptr<Clock> clock);
   const TimerOptions& options() const { return options_; }
 
  private:
+  bool should_trigger_checking_clock(int64_t step) const;
   TimerOptions options_;
   std::shared_ptr<Clock> clock_;
   std::optional<int64_t> last_step_;
