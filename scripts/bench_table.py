@@ -202,24 +202,23 @@ def read_jsonl(path, prefix=""):
     return rows
 
 
+def read_tsv(results, name):
+    """(key, value) pairs of a two-column results file; none when the stage did not run."""
+    path = os.path.join(results, name)
+    if not os.path.exists(path):
+        return []
+    return [line.rstrip("\n").partition("\t")[::2] for line in open(path) if line.strip()]
+
+
 def read_loads(results):
     loads = {}
-    path = os.path.join(results, "load.tsv")
-    if os.path.exists(path):
-        for line in open(path):
-            stage, value = line.rstrip("\n").split("\t")
-            loads.setdefault(stage, []).append(float(value))
+    for stage, value in read_tsv(results, "load.tsv"):
+        loads.setdefault(stage, []).append(float(value))
     return loads
 
 
 def read_meta(results):
-    meta = {}
-    path = os.path.join(results, "meta.tsv")
-    if os.path.exists(path):
-        for line in open(path):
-            key, _, value = line.rstrip("\n").partition("\t")
-            meta[key] = value
-    return meta
+    return dict(read_tsv(results, "meta.tsv"))
 
 
 def gbench_repetitions(*paths):
