@@ -240,7 +240,8 @@ class Graph {
   std::shared_ptr<void>& extension_slot(std::type_index type);
   std::unique_ptr<internal::GraphState> state_;
   size_t num_nodes_ = 0;  // state_->nodes.size(), for the inline resolve()
-  const int64_t* global_step_value_;  // &state_->global_step_value, for the inline read
+  // &state_->global_step_value, for the inline read.
+  const int64_t* global_step_value_;
 };
 
 }  // namespace trainhooks
