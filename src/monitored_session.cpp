@@ -392,7 +392,7 @@ void MonitoredSession::run_once(const Fetches& fetches, FeedsView feeds, const R
       // The first hook feed of this run: the feeds become the caller's and the hooks' together.
       hook_feeds = true;
       combined_feeds_.clear();
-      for (const auto& f : feeds) combined_feeds_.push_back(f);
+      combined_feeds_.append(feeds.begin(), feeds.end());
       if (hook_feed_stamp_.size() != g.size()) hook_feed_stamp_.assign(g.size(), 0);
       ++feed_stamp_;
     }

@@ -284,7 +284,7 @@ TEST(SessionTest, AFedVariableIsTheFeedForOneRunOnly) {
 }
 
 // Feeds as a braced list in the call and as a reused th::Feeds give the same run.
-TEST(SessionTest, FeedsAreReadInPlaceFromABracedListOrAFeeds) {
+TEST(SessionTest, ABracedFeedListAndAKeptFeedsGiveTheSameRun) {
   Linear m;
   th::Session s(m.g);
   const auto xs = torch::tensor({1.0f, 2.0f});
