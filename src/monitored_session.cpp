@@ -52,6 +52,18 @@ std::string what(const std::exception_ptr& error) {
   }
 }
 
+bool is_preemption(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const AbortedError&) {
+    return true;
+  } catch (const UnavailableError&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
 }  // namespace
 
 MonitoredSession::MonitoredSession(std::unique_ptr<SessionCreator> creator, Hooks hooks,
@@ -162,18 +174,6 @@ constexpr double kMaxBackoffSecs = 60;
 // A signal is seen within this long during a backoff (the Env's sleeper is not interruptible).
 constexpr double kBackoffSliceSecs = 1;
 
-bool is_preemption(const std::exception_ptr& error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const AbortedError&) {
-    return true;
-  } catch (const UnavailableError&) {
-    return true;
-  } catch (...) {
-    return false;
-  }
-}
-
 }  // namespace
 
 bool MonitoredSession::should_recover(std::exception_ptr& error) {
@@ -257,23 +257,34 @@ void MonitoredSession::recover_or_rethrow(std::exception_ptr error) {
   create_session_recovering();
 }
 
-bool MonitoredSession::check_coordinator() {
-  if (!coord_->has_error()) return true;  // the usual case: no exception_ptr made and dropped
-  std::exception_ptr error = coord_->requested_exception();
-  if (!error) return true;
-  recover_or_rethrow(error);
-  return false;
+bool MonitoredSession::recovers_from_coordinator() const {
+  if (!options_.recoverable || !coord_->has_error()) return false;
+  const std::exception_ptr error = coord_->requested_exception();
+  return error && is_preemption(error);
 }
 
 void MonitoredSession::decide_stop() {
-  const bool local = stop_requested_ || end_of_input_ || coord_->should_stop();
+  // A preemption stored in the Coordinator (even while this run was in its hooks' after_run) is
+  // recovered from by the next should_stop() or run(), as one stored between runs: the stop that
+  // storing it requested is not a reason to stop.
+  const bool coord_stop = coord_->should_stop() && !recovers_from_coordinator();
+  const bool local = stop_requested_ || end_of_input_ || coord_stop;
   const bool decided = options_.stop_policy ? options_.stop_policy->decide(local) : local;
   stop_decided_ = stop_decided_ || decided;
 }
 
 bool MonitoredSession::should_stop_checked() {
   if (closed_) return true;
-  if (!check_coordinator()) return false;  // recovered: a new session
+  if (coord_->has_error()) {
+    std::exception_ptr error = coord_->requested_exception();
+    if (error) {
+      // TF's _RecoverableSession: any other error makes should_stop() true instead of raising;
+      // close() raises it. A session that does not recover raises it here.
+      if (options_.recoverable && !is_preemption(error)) return true;
+      recover_or_rethrow(error);
+      return false;  // recovered: a new session
+    }
+  }
   if (stop_decided_) return true;
   // Alone, this process also honours a Coordinator stop between runs, as TF's should_stop().
   return !options_.stop_policy && coord_->should_stop();
@@ -281,7 +292,16 @@ bool MonitoredSession::should_stop_checked() {
 
 void MonitoredSession::check_not_stopped() {
   if (closed_) throw RuntimeError("Attempted to use a closed MonitoredSession.");
-  if (should_stop()) throw RuntimeError("Run called even after should_stop requested.");
+  // A preemption stored in the Coordinator recovers before the run. Other stored errors and a
+  // Coordinator stop do not refuse the run (TF's hooked session checks only its hooks' stop
+  // requests); should_stop() is true and close() raises the error.
+  if (coord_->has_error()) {
+    std::exception_ptr error = coord_->requested_exception();
+    if (error && is_preemption(error)) recover_or_rethrow(error);
+  }
+  // A stop agreed with other processes is final: a run now would wait for peers that stopped.
+  if (stop_requested_ || end_of_input_ || (options_.stop_policy && stop_decided_))
+    throw RuntimeError("Run called even after should_stop requested.");
 }
 
 void MonitoredSession::finish_step_fn(bool stop_requested) {
@@ -487,7 +507,12 @@ void MonitoredSession::close() {
     coord_->request_stop();
     coord_->join(options_.stop_grace_period_secs);
   } catch (...) {
-    if (!first_error) first_error = std::current_exception();
+    // The Coordinator's error is the root cause (a thread's failure that stopped training, as
+    // TF's close() raises it): it wins over a hook's end() error, which is logged.
+    if (first_error) {
+      env_.error(fmt::format("A hook's end() failed too: {}", what(first_error)));
+    }
+    first_error = std::current_exception();
   }
   session_.reset();
   for (auto& v : hook_values_) v.results.clear();

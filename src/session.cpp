@@ -102,6 +102,9 @@ struct Session::Scratch {
   bool inputs_evaluated = false;  // an input's batch to release at the end of the run
   int64_t timeout_ms = 0;
   double deadline = 0;
+  // The global step when the run began: what fetching the global step gives in this run, before
+  // a train op's increment (TF's hooks see 0 in the first step).
+  int64_t global_step_at_start = 0;
 };
 
 namespace {
@@ -159,6 +162,7 @@ RunResults Session::run(const Fetches& fetches, FeedsView feeds, const RunOption
   }
   ++run_id_;
   ++gs.run_serial;
+  s.global_step_at_start = gs.global_step_value;
   // evaluated and error_path are empty here: end_run and rethrow_with_path leave them so.
   s.metadata = metadata;
   s.tracing = options.trace_level >= RunOptions::SOFTWARE_TRACE && metadata != nullptr;
@@ -382,7 +386,7 @@ const at::Tensor& Session::evaluate_node(size_t i) {
         break;
       }
       case NodeKind::kGlobalStep:
-        value = at::scalar_tensor(gs.global_step_value, at::kLong);
+        value = at::scalar_tensor(s.global_step_at_start, at::kLong);
         break;
       case NodeKind::kTrainOp: {
         auto& t = gs.train_ops[e.train_index];

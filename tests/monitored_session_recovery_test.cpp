@@ -16,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "test_util.h"
@@ -437,16 +438,131 @@ TEST(MonitoredSessionRecoveryTest, SingularMonitoredSessionDoesNotRecover) {
   EXPECT_THROW(sess.should_stop(), th::UnavailableError);
 }
 
-TEST(MonitoredSessionRecoveryTest, CoordinatorErrorFromAnotherThreadIsRaisedByTheNextRun) {
+// TF's StopCoordinatorWithException: on its `calls_before_stopping`-th after_run, another thread
+// stores `error` in the Coordinator while this run is still in its hooks.
+struct StopCoordinatorWithException : th::SessionRunHook {
+  int calls_before_stopping;
+  std::exception_ptr error;
+  th::Coordinator* coord = nullptr;
+  StopCoordinatorWithException(int calls, std::exception_ptr e)
+      : calls_before_stopping(calls), error(std::move(e)) {}
+  void after_create_session(th::Session&, th::Coordinator& c) override { coord = &c; }
+  void after_run(th::SessionRunContext&, const th::SessionRunValues&) override {
+    if (--calls_before_stopping != 0) return;
+    std::thread side([this] { coord->request_stop(error); });
+    side.join();
+  }
+};
+
+struct CountingFixture {
+  th::testing::TinyModel m;
+  th::testing::FakeEnv fake;
+  int sessions_created = 0;
+
+  std::unique_ptr<th::MonitoredSession> session(std::shared_ptr<th::SessionRunHook> hook) {
+    struct Counting : th::ChiefSessionCreator {
+      int* count;
+      Counting(th::Graph& g, th::SessionCreatorOptions o, int* c)
+          : th::ChiefSessionCreator(g, std::move(o)), count(c) {}
+      std::unique_ptr<th::Session> create_session() override {
+        ++*count;
+        return th::ChiefSessionCreator::create_session();
+      }
+    };
+    return std::make_unique<th::MonitoredSession>(
+        std::make_unique<Counting>(m.g, th::SessionCreatorOptions{.env = fake.env()},
+                                   &sessions_created),
+        th::Hooks{std::move(hook)}, th::MonitoredSessionOptions{.env = fake.env()});
+  }
+};
+
+TEST(RecoverableSessionTest, RecoveryFromCoordinatorException) {
+  CountingFixture f;
+  auto sess = f.session(std::make_shared<StopCoordinatorWithException>(
+      2, std::make_exception_ptr(th::AbortedError("Aborted at N"))));
+  EXPECT_EQ(f.sessions_created, 1);
+  EXPECT_FALSE(sess->should_stop());
+  sess->run(f.m.train, f.m.feed());  // call 0: the Coordinator does not abort
+  EXPECT_FALSE(sess->should_stop());
+  sess->run(f.m.train, f.m.feed());  // call 1: aborted while the run is in after_run
+  // Even though the Coordinator was asked to stop, a new session is created and training goes on.
+  EXPECT_FALSE(sess->should_stop());
+  EXPECT_EQ(f.sessions_created, 2);
+  EXPECT_EQ(f.fake.log->messages(th::LogLevel::kError), std::vector<std::string>{});
+  EXPECT_EQ(f.fake.log->messages(th::LogLevel::kInfo),
+            std::vector<std::string>{kRecovering + "Aborted at N"});
+  sess->run(f.m.train, f.m.feed());
+  EXPECT_NO_THROW(sess->close());
+}
+
+TEST(RecoverableSessionTest, StepFnRecoveryFromCoordinatorExceptionWhenRunHooks) {
+  CountingFixture f;
+  auto sess = f.session(std::make_shared<StopCoordinatorWithException>(
+      2, std::make_exception_ptr(th::AbortedError("Aborted at N"))));
+  auto step = [&](th::StepContext& ctx) { ctx.run_with_hooks(f.m.train, f.m.feed()); };
+  sess->run_step_fn(step);
+  EXPECT_FALSE(sess->should_stop());
+  sess->run_step_fn(step);
+  EXPECT_FALSE(sess->should_stop());
+  EXPECT_EQ(f.sessions_created, 2);
+}
+
+TEST(RecoverableSessionTest, RecoveryFromNonPreemptionInCoordinator) {
+  CountingFixture f;
+  auto sess = f.session(std::make_shared<StopCoordinatorWithException>(
+      2, std::make_exception_ptr(th::UnknownError("Some fatal exception inside the coordinator."))));
+  sess->run(f.m.train, f.m.feed());
+  EXPECT_FALSE(sess->should_stop());
+  sess->run(f.m.train, f.m.feed());
+  // A non-redeemable error: training stops (should_stop() is true, it does not raise), the session
+  // is not created again, and close() raises the error.
+  EXPECT_TRUE(sess->should_stop());
+  EXPECT_TRUE(sess->should_stop());
+  EXPECT_EQ(f.sessions_created, 1);
+  EXPECT_EQ(th::testing::error_message<th::UnknownError>([&] { sess->close(); }),
+            "Some fatal exception inside the coordinator.");
+}
+
+TEST(RecoverableSessionTest, RecoveryFromNonPreemptionInCoordinatorWhenRunHooks) {
+  CountingFixture f;
+  auto sess = f.session(std::make_shared<StopCoordinatorWithException>(
+      2, std::make_exception_ptr(th::UnknownError("Some fatal exception inside the coordinator."))));
+  auto step = [&](th::StepContext& ctx) { ctx.run_with_hooks(f.m.train, f.m.feed()); };
+  sess->run_step_fn(step);
+  EXPECT_FALSE(sess->should_stop());
+  sess->run_step_fn(step);
+  EXPECT_TRUE(sess->should_stop());
+  EXPECT_EQ(f.sessions_created, 1);
+  EXPECT_THROW(sess->close(), th::UnknownError);
+}
+
+TEST(MonitoredSessionRecoveryTest, AnErrorFromACoordinatorThreadStopsTrainingAndIsRaisedByClose) {
   Fixture f;
   auto sess = f.session({.stop_grace_period_secs = 5});
   sess->run(f.m.train, f.m.feed());
   sess->coordinator().start_thread("writer", [] { throw th::ResourceExhaustedError("disk full"); });
   sess->coordinator().wait_for_stop(10);
-  EXPECT_EQ(th::testing::error_message<th::ResourceExhaustedError>(
-                [&] { sess->run(f.m.train, f.m.feed()); }),
-            "disk full");
+  EXPECT_TRUE(sess->should_stop());
   EXPECT_EQ(f.step(), 1);
+  EXPECT_EQ(th::testing::error_message<th::ResourceExhaustedError>([&] { sess->close(); }),
+            "disk full");
+  EXPECT_EQ(f.hook->ends, 1);  // end() ran first: the final checkpoint is still attempted
+}
+
+TEST(MonitoredSessionRecoveryTest, TheCoordinatorsErrorWinsOverAHooksEndErrorAtClose) {
+  Fixture f;
+  struct FailingEnd : th::SessionRunHook {
+    void end(th::Session&) override { throw th::FileError("cannot flush"); }
+  };
+  auto sess = std::make_unique<th::MonitoredSession>(
+      std::make_unique<th::ChiefSessionCreator>(f.m.g,
+                                                th::SessionCreatorOptions{.env = f.fake.env()}),
+      th::Hooks{std::make_shared<FailingEnd>()},
+      th::MonitoredSessionOptions{.env = f.fake.env()});
+  sess->coordinator().request_stop(std::make_exception_ptr(th::UnknownError("thread failed")));
+  EXPECT_EQ(th::testing::error_message<th::UnknownError>([&] { sess->close(); }), "thread failed");
+  EXPECT_EQ(f.fake.log->messages(th::LogLevel::kError),
+            std::vector<std::string>{"A hook's end() failed too: cannot flush"});
 }
 
 // Records what it was asked and answers as told.
@@ -494,7 +610,21 @@ TEST(MonitoredSessionStopTest, WithoutAPolicyACoordinatorStopIsSeenAtOnce) {
   sess->run(f.m.train, f.m.feed());
   sess->coordinator().request_stop();
   EXPECT_TRUE(sess->should_stop());
-  EXPECT_THROW(sess->run(f.m.train, f.m.feed()), th::RuntimeError);
+  // As TF's: only a hook's (or step function's) stop request refuses a run.
+  sess->run(f.m.train, f.m.feed());
+  EXPECT_EQ(f.step(), 2);
+  EXPECT_TRUE(sess->should_stop());
+}
+
+TEST(MonitoredSessionStopTest, AStopAgreedThroughThePolicyRefusesTheNextRun) {
+  Fixture f;
+  auto policy = std::make_shared<ScriptedPolicy>();
+  policy->answer = [](bool) { return true; };  // another process stopped
+  auto sess = f.session({.stop_policy = policy});
+  EXPECT_TRUE(sess->should_stop());
+  EXPECT_EQ(th::testing::error_message<th::RuntimeError>(
+                [&] { sess->run(f.m.train, f.m.feed()); }),
+            "Run called even after should_stop requested.");
 }
 
 TEST(MonitoredSessionStopTest, InvalidRecoveryOptionsAreRejected) {

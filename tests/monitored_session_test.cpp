@@ -130,7 +130,8 @@ TEST(MonitoredSessionTest, HookFetchesAreMergedWithTheCallersAndSplitBack) {
   EXPECT_EQ(a->seen[0].size(), 1u);
   // A hook fetching a variable sees it after the step: w = 1 - 0.01 * 2 * w * x^2 = 0.92.
   EXPECT_FLOAT_EQ(b->seen[0][m.w].item<float>(), 0.92f);
-  EXPECT_EQ(b->seen[0]["global_step"].item<int64_t>(), 1);
+  // The global step is its value when the run began, before the train op's increment (TF's).
+  EXPECT_EQ(b->seen[0]["global_step"].item<int64_t>(), 0);
 }
 
 TEST(MonitoredSessionTest, HookFeedsReachTheRunAndConflictsAreErrors) {
@@ -404,14 +405,75 @@ TEST(MonitoredSessionTest, UnavailableIsRecoveredAndOtherErrorsPropagate) {
   EXPECT_THROW(sess.run(broken), th::InternalError);
 }
 
-TEST(MonitoredSessionTest, CoordinatorErrorIsRaisedByShouldStopRunAndClose) {
+TEST(MonitoredSessionTest, RegularExceptionReportedToCoordPassThroughRun) {
+  Model m;
+  th::testing::FakeEnv fake;
+  th::MonitoredSession sess(chief(m.g, fake.env()), {}, {.env = fake.env()});
+  sess.run(m.train, m.feeds());
+  EXPECT_EQ(m.g.global_step_value(), 1);
+  sess.coordinator().request_stop(
+      std::make_exception_ptr(th::RuntimeError("a thread wants to stop")));
+  // The run performs normally; the error is raised when the session is closed.
+  sess.run(m.train, m.feeds());
+  EXPECT_EQ(m.g.global_step_value(), 2);
+  EXPECT_EQ(th::testing::error_message<th::RuntimeError>([&] { sess.close(); }),
+            "a thread wants to stop");
+}
+
+TEST(MonitoredSessionTest, RegularExceptionReportedToCoordPassThroughReturn) {
+  Model m;
+  th::testing::FakeEnv fake;
+  {
+    th::MonitoredSession sess(chief(m.g, fake.env()), {}, {.env = fake.env()});
+    sess.run(m.train, m.feeds());
+    sess.coordinator().request_stop(
+        std::make_exception_ptr(th::RuntimeError("a thread wants to stop")));
+    EXPECT_TRUE(sess.should_stop());  // true, not raised
+    EXPECT_TRUE(sess.should_stop());
+  }  // leaving the scope closes the session: the destructor cannot raise, it logs the error
+  EXPECT_EQ(fake.log->messages(th::LogLevel::kError),
+            std::vector<std::string>{
+                "Error while closing the monitored session: a thread wants to stop"});
+}
+
+TEST(MonitoredSessionTest, ShouldStopTrueAfterCoordinatorError) {
   Model m;
   th::MonitoredSession sess(chief(m.g), {}, {.stop_grace_period_secs = 5});
   sess.coordinator().start_thread("failing", [] { throw th::DataLossError("disk gone"); });
   sess.coordinator().wait_for_stop(10);
-  EXPECT_EQ(th::testing::error_message<th::DataLossError>([&] { sess.should_stop(); }), "disk gone");
-  EXPECT_EQ(th::testing::error_message<th::DataLossError>([&] { sess.run(m.train, m.feeds()); }), "disk gone");
-  EXPECT_THROW(sess.close(), th::DataLossError);
+  EXPECT_TRUE(sess.should_stop());
+  EXPECT_EQ(th::testing::error_message<th::DataLossError>([&] { sess.close(); }), "disk gone");
+  EXPECT_TRUE(sess.should_stop());
+}
+
+// TF's hooks see the global step before the train op's increment in before_run and in the values
+// they fetch (StepCounterHook's stale_global_step; LoggingTensorHook logs step = 0 first), and
+// after it once the run is done (guide.md, "The global step around a run").
+TEST(MonitoredSessionTest, HooksSeeTheGlobalStepBeforeTheIncrementAndAfterTheRun) {
+  Model m;
+  struct StepHook : th::SessionRunHook {
+    th::Node gs;
+    std::vector<int64_t> before, fetched, after;
+    explicit StepHook(th::Node g) : gs(g) {}
+    th::SessionRunArgs before_run(th::SessionRunContext& ctx) override {
+      before.push_back(ctx.session().global_step());
+      return {{gs}};
+    }
+    void after_run(th::SessionRunContext& ctx, const th::SessionRunValues& v) override {
+      fetched.push_back(v.results[gs].item<int64_t>());
+      after.push_back(ctx.session().global_step());
+    }
+  };
+  auto hook = std::make_shared<StepHook>(m.g.global_step());
+  th::MonitoredSession sess(chief(m.g), {hook});
+  auto r = sess.run({m.train, m.g.global_step()}, m.feeds());
+  EXPECT_EQ(r[m.g.global_step()].item<int64_t>(), 0);  // the caller's fetch: the same rule
+  sess.run(m.train, m.feeds());
+  EXPECT_EQ(hook->before, (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(hook->fetched, (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(hook->after, (std::vector<int64_t>{1, 2}));
+  // A run of the raw session after the step reads the new value.
+  EXPECT_EQ(sess.raw_session().run(m.g.global_step())[m.g.global_step()].item<int64_t>(), 2);
 }
 
 TEST(MonitoredSessionTest, NullHookAndCreatorAreRejected) {

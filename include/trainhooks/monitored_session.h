@@ -20,10 +20,14 @@
 // thread (checked by should_stop() and run()) close the session, make a new Coordinator and
 // session (the chief restores the latest checkpoint) and retry the same call, logging each attempt
 // once; a CancelledError or other error whose root cause in the Coordinator is one of those
-// recovers the same way. run_step_fn re-runs the whole step function. Every other error, file
-// errors included (FileError, ResourceExhaustedError, FailedPreconditionError), ends training: it
-// is raised to the caller. Other errors from the Coordinator are raised by the next should_stop()
-// or run(). Recovery is bounded: max_recovery_attempts consecutive attempts, the later ones after
+// recovers the same way. A preemption stored while a run is in its hooks' after_run recovers
+// like one stored between runs. run_step_fn re-runs the whole step function. Every other error,
+// file errors included (FileError, ResourceExhaustedError, FailedPreconditionError), ends
+// training: a run raises it to the caller. Other errors stored in the Coordinator (another
+// thread's failure) stop training as TF does: should_stop() returns true, and close() raises the
+// error (leaving the session's scope logs it); a run() meanwhile still runs, as TF's does.
+// SingularMonitoredSession, which does not recover, raises them from should_stop(). Recovery is
+// bounded: max_recovery_attempts consecutive attempts, the later ones after
 // a backoff through the Env's sleeper; a SIGTERM or SIGINT recorded by a PreemptionHandler
 // (preemption.h) or a stop already requested ends it, before an attempt and during the backoff,
 // and the error is raised. SingularMonitoredSession does not recover.
@@ -31,7 +35,8 @@
 // close() is idempotent: end() of every hook on a clean close (each one, even after another's
 // failed, so a failing summary flush does not skip the final checkpoint), then the Coordinator's
 // threads are joined, the hooks' state is unregistered from the graph (on every path, also when
-// construction fails) and the first error re-raised. The destructor closes, skipping end() while
+// construction fails) and the error re-raised: the Coordinator's stored error first (the root
+// cause, as TF's close() raises it), else the first hook's. The destructor closes, skipping end() while
 // an exception unwinds; as it cannot throw, it logs what close() raised at ERROR with the steps
 // that were lost:
 //   Error while closing the monitored session: <error>; steps 51..100 since the last checkpoint
@@ -233,8 +238,9 @@ class MonitoredSession {
   void create_session_recovering();
   void check_not_stopped();
   bool should_stop_checked();
-  // Raises an error stored in the Coordinator (Aborted/Unavailable ones recover first: false).
-  bool check_coordinator();
+  // Whether the Coordinator holds a preemption (Aborted, Unavailable) that this session recovers
+  // from.
+  bool recovers_from_coordinator() const;
   // Whether `error` (replaced by its root cause in the Coordinator when that is a preemption)
   // is recovered from here; logs the attempt and backs off. False: the caller rethrows `error`.
   bool should_recover(std::exception_ptr& error);

@@ -128,11 +128,16 @@ CheckpointManager::CheckpointManager(std::string directory, CheckpointManagerOpt
                                      std::optional<double> keep_period_start)
     : directory_(std::move(directory)),
       options_(checked(std::move(options))),
-      clock_(options_.env.clock ? options_.env.clock : Env::system().clock) {
+      clock_(options_.env.clock ? options_.env.clock : Env::system().clock),
+      created_at_(clock_->wall_seconds()),
+      tf1_hours_rule_(keep_period_start.has_value()) {
   if (directory_.empty()) throw InvalidArgument("CheckpointManager: directory must not be empty");
   prefix_ = (fs::path(directory_) / options_.basename).string();
-  next_keep_time_ = keep_period_start.value_or(clock_->wall_seconds()) +
-                    options_.keep_checkpoint_every_n_hours * 3600;
+  next_keep_time_ =
+      keep_period_start.value_or(created_at_) + options_.keep_checkpoint_every_n_hours * 3600;
+  // TensorFlow's CheckpointManager: a second earlier, so that a manager made again at once does
+  // not count the period from after a checkpoint the previous one wrote.
+  if (!tf1_hours_rule_) last_preserved_timestamp_ = created_at_ - 1;
 }
 
 CheckpointManager::~CheckpointManager() = default;
@@ -272,19 +277,27 @@ void CheckpointManager::record_locked(const std::string& path, double timestamp,
       keep_best ? internal::rank_best(scored, options_.best_mode, options_.keep_best_n)
                 : std::vector<ScoredCheckpoint>{};
   std::vector<Listed> dropped;
-  if (options_.max_to_keep > 0) {
+  const bool track_none = options_.max_to_keep <= 0;
+  if (track_none) {
+    // TensorFlow's Saver with max_to_keep 0: every file stays, none is tracked; the state file
+    // lists the newest alone.
+    listed.clear();
+  } else {
     while (listed.size() > static_cast<size_t>(options_.max_to_keep)) {
       dropped.push_back(listed.front());
       listed.erase(listed.begin());
     }
   }
+  const double period = options_.keep_checkpoint_every_n_hours * 3600;
   double next_keep = next_keep_time_;
   double last_preserved = last_preserved_timestamp_;
   std::vector<std::string> to_delete;
   for (const auto& d : dropped) {
     if (contains_path(best, d.path)) continue;  // kept on disk, ranked in best_checkpoints.json
-    if (d.timestamp > next_keep) {
-      next_keep += options_.keep_checkpoint_every_n_hours * 3600;
+    const bool keep = tf1_hours_rule_ ? d.timestamp > next_keep
+                                      : d.timestamp - period >= last_preserved;
+    if (keep) {
+      next_keep += period;
       last_preserved = d.timestamp;
     } else {
       to_delete.push_back(d.path);
@@ -301,7 +314,8 @@ void CheckpointManager::record_locked(const std::string& path, double timestamp,
       const bool was_kept = std::none_of(dropped.begin(), dropped.end(), [&](const Listed& d) {
         return same_path(d.path, c.path);
       });
-      if (was_kept) to_delete.push_back(c.path);  // dropped ones were decided above
+      // Dropped ones were decided above; tracking none, nothing is deleted.
+      if (was_kept && !track_none) to_delete.push_back(c.path);
       return true;
     });
     try {
@@ -320,6 +334,9 @@ void CheckpointManager::record_locked(const std::string& path, double timestamp,
     st.all_model_checkpoint_paths.push_back(l.path);
     st.all_model_checkpoint_timestamps.push_back(l.timestamp);
   }
+  // Tracking none, the newest is listed without a time stamp (as TensorFlow's Saver leaves it),
+  // so that a manager reading the file later does not track it either.
+  if (track_none) st.all_model_checkpoint_paths.push_back(path);
   st.last_preserved_timestamp = last_preserved;
   try {
     update_checkpoint_state(directory_, std::move(st), options_.save_relative_paths);
@@ -332,6 +349,7 @@ void CheckpointManager::record_locked(const std::string& path, double timestamp,
   last_preserved_timestamp_ = last_preserved;
   next_keep_time_ = next_keep;
   last_touched_ = path;
+  newest_ = path;
 
   for (const auto& p : to_delete) {
     for (const std::string& file : {p, sidecar_path(p)}) {
@@ -376,16 +394,40 @@ void CheckpointManager::recover_locked(const Env& env,
     unlisted_reported_ = true;
     return;
   }
+  newest_ = st->model_checkpoint_path;
   const auto& paths = st->all_model_checkpoint_paths;
   const bool have_times = st->all_model_checkpoint_timestamps.size() == paths.size();
-  for (size_t i = 0; i < paths.size(); ++i) {
-    // As TensorFlow's recover_last_checkpoints: only those whose files exist; file times when the
-    // state has none.
-    if (!Saver::checkpoint_exists(paths[i])) continue;
-    checkpoints_.push_back(
-        {paths[i], have_times ? st->all_model_checkpoint_timestamps[i] : mtime_seconds(paths[i])});
+  if (tf1_hours_rule_) {
+    for (size_t i = 0; i < paths.size(); ++i) {
+      // As TensorFlow's recover_last_checkpoints: only those whose files exist; file times when
+      // the state has none.
+      if (!Saver::checkpoint_exists(paths[i])) continue;
+      checkpoints_.push_back({paths[i], have_times ? st->all_model_checkpoint_timestamps[i]
+                                                   : mtime_seconds(paths[i])});
+    }
+    last_preserved_timestamp_ = st->last_preserved_timestamp;
+    return;
   }
-  last_preserved_timestamp_ = st->last_preserved_timestamp;
+  // TensorFlow's CheckpointManager: the hours rule goes on from the preserved time; a clock behind
+  // it is said, and the rule starts again from now rather than deleting on a wrong clock.
+  double last_preserved = st->last_preserved_timestamp;
+  if (created_at_ < last_preserved) {
+    env.warning(fmt::format(
+        "The clock returned a value {} seconds behind the last preserved checkpoint timestamp in "
+        "'{}': the keep_checkpoint_every_n_hours rule starts again from now",
+        last_preserved - created_at_, checkpoint_state_path(directory_)));
+    last_preserved = created_at_;
+  }
+  last_preserved_timestamp_ = last_preserved;
+  if (options_.max_to_keep <= 0) return;  // none tracked
+  for (size_t i = 0; i < paths.size(); ++i) {
+    // Those written after the last preserved one, whose files exist: the others were kept by the
+    // hours rule or are of unknown age (no time stamps), and are never deleted.
+    const double written =
+        std::min(have_times ? st->all_model_checkpoint_timestamps[i] : last_preserved, created_at_);
+    if (!(written > last_preserved) || !Saver::checkpoint_exists(paths[i])) continue;
+    checkpoints_.push_back({paths[i], written});
+  }
 }
 
 void CheckpointManager::recover_best_locked(const Env& env) const {
@@ -442,10 +484,9 @@ std::optional<std::string> CheckpointManager::latest() const {
 
 bool CheckpointManager::saved_at(int64_t step) const {
   std::lock_guard<std::mutex> lock(mu_);
-  if (last_touched_.empty() || checkpoints_.empty()) return false;
-  const std::string& newest = checkpoints_.back().path;
-  return same_path(last_touched_, newest) && same_path(newest, path_for(step)) &&
-         Saver::checkpoint_exists(newest);
+  if (last_touched_.empty() || newest_.empty()) return false;
+  return same_path(last_touched_, newest_) && same_path(newest_, path_for(step)) &&
+         Saver::checkpoint_exists(newest_);
 }
 
 // ---- Restoring ----------------------------------------------------------------------------------

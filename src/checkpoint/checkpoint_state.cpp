@@ -99,10 +99,10 @@ class Parser {
       skip_space();
       if (pos_ < text_.size() && (text_[pos_] == ',' || text_[pos_] == ';')) ++pos_;
     }
-    // Every writer (protobuf's text format, TensorFlow, trainhooks) ends each line with a newline:
-    // without it the file was cut short, perhaps in the middle of a number that still parses.
-    if (!text_.empty() && text_.back() != '\n')
-      fail("the last line does not end with a newline: the file is truncated");
+    // No final newline is required: TensorFlow reads state files without one (or with trailing
+    // spaces) too. Truncation still shows where the structure does (a string cut open, fewer time
+    // stamps than paths); a number cut short at the very end cannot be told from a shorter one,
+    // which is why every write of the state file is atomic.
     if (!have_model_path || state.model_checkpoint_path.empty()) {
       throw DataLossError(fmt::format(
           "Invalid checkpoint state loaded from {}: model_checkpoint_path is missing", source_));

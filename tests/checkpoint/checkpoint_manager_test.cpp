@@ -80,7 +80,8 @@ TEST_F(CheckpointManagerTest, SaveWritesTheNamedCheckpointAndListsIt) {
             "all_model_checkpoint_paths: \"net-0\"\n"
             "all_model_checkpoint_paths: \"net-2\"\n"
             "all_model_checkpoint_timestamps: 1000000000.0\n"
-            "all_model_checkpoint_timestamps: 1000000010.5\n");
+            "all_model_checkpoint_timestamps: 1000000010.5\n"
+            "last_preserved_timestamp: 999999999.0\n");
   // The checkpoint holds the state of its step.
   Model other(2);
   th::Session os(other.g);
@@ -124,14 +125,16 @@ TEST_F(CheckpointManagerTest, HoursRuleKeepsOneDroppedCheckpointPerPeriod) {
   th::Session s(m.g);
   auto o = manager_options(2);
   o.keep_checkpoint_every_n_hours = 1;
-  th::CheckpointManager manager(dir.path(), o);  // at t0: the first kept one after t0 + 3600
+  // Made at t0: the period starts at t0 - 1 (TensorFlow's), so the first kept one is written at
+  // t0 + 3599 or later; each kept one starts the next period.
+  th::CheckpointManager manager(dir.path(), o);
   save_at(manager, s, 1, 1000);
   save_at(manager, s, 2, 4000);
-  save_at(manager, s, 3, 5000);  // drops 1 (written before t0 + 3600): deleted
-  save_at(manager, s, 4, 6000);  // drops 2 (after t0 + 3600): kept; the next after t0 + 7200
-  save_at(manager, s, 5, 8000);  // drops 3 (before t0 + 7200): deleted
-  save_at(manager, s, 6, 9000);  // drops 4 (before t0 + 7200): deleted
-  save_at(manager, s, 7, 9500);  // drops 5 (after t0 + 7200): kept; the next after t0 + 10800
+  save_at(manager, s, 3, 5000);  // drops 1 (written before t0 + 3599): deleted
+  save_at(manager, s, 4, 6000);  // drops 2 (t0 + 4000): kept; the next from t0 + 7600
+  save_at(manager, s, 5, 8000);  // drops 3 (before t0 + 7600): deleted
+  save_at(manager, s, 6, 9000);  // drops 4 (before t0 + 7600): deleted
+  save_at(manager, s, 7, 9500);  // drops 5 (t0 + 8000): kept; the next from t0 + 11600
   EXPECT_FALSE(fs::exists(manager.path_for(1)));
   EXPECT_TRUE(th::Saver::checkpoint_exists(manager.path_for(2)));
   EXPECT_FALSE(fs::exists(manager.path_for(3)));
@@ -142,6 +145,146 @@ TEST_F(CheckpointManagerTest, HoursRuleKeepsOneDroppedCheckpointPerPeriod) {
   auto state = th::get_checkpoint_state(dir.path());
   ASSERT_TRUE(state);
   EXPECT_DOUBLE_EQ(state->last_preserved_timestamp, t0 + 8000);
+}
+
+// TF's checkpoint_management_test.py CheckpointManagerTest.testSaveRestoreState: the hours rule
+// counts from the preserved time in the state file, across managers made again on the directory.
+TEST_F(CheckpointManagerTest, SaveRestoreState) {
+  Model m;
+  th::Session s(m.g);
+  auto set_time = [&](double t) { fe.clock->set_wall_seconds(t); };
+  auto exists = [&](th::CheckpointManager& mgr, int64_t step) {
+    return th::Saver::checkpoint_exists(mgr.path_for(step));
+  };
+  set_time(3);
+  auto first = std::make_unique<th::CheckpointManager>(dir.path(), manager_options(2));
+  const double first_time = 10000;
+  set_time(first_time);
+  first->save(s, 1);
+  const double second_time = first_time + 3610;
+  set_time(second_time);
+  first->save(s, 2);
+  auto state = th::get_checkpoint_state(dir.path());
+  EXPECT_THAT(state->all_model_checkpoint_timestamps, ElementsAre(first_time, second_time));
+  EXPECT_THAT(first->checkpoints(), ElementsAre(first->path_for(1), first->path_for(2)));
+  EXPECT_EQ(first->latest(), first->path_for(2));
+  first.reset();
+
+  auto options = manager_options(2);
+  options.keep_checkpoint_every_n_hours = 1.5;
+  auto second = std::make_unique<th::CheckpointManager>(dir.path(), options);
+  EXPECT_THAT(second->checkpoints(), ElementsAre(second->path_for(1), second->path_for(2)));
+  EXPECT_EQ(second->latest(), second->path_for(2));
+  const double third_time = second_time + 3600 * 0.2;
+  set_time(third_time);
+  second->save(s, 3);
+  EXPECT_TRUE(exists(*second, 1));
+  EXPECT_TRUE(exists(*second, 2));
+  EXPECT_THAT(second->checkpoints(), ElementsAre(second->path_for(2), second->path_for(3)));
+  EXPECT_EQ(th::get_checkpoint_state(dir.path())->last_preserved_timestamp, first_time);
+  const double fourth_time = third_time + 3600 * 0.5;
+  set_time(fourth_time);
+  second->save(s, 4);
+  EXPECT_TRUE(exists(*second, 1));
+  EXPECT_FALSE(exists(*second, 2));
+  EXPECT_THAT(second->checkpoints(), ElementsAre(second->path_for(3), second->path_for(4)));
+  const double fifth_time = fourth_time + 3600 * 0.5;
+  set_time(fifth_time);
+  second->save(s, 5);
+  EXPECT_THAT(second->checkpoints(), ElementsAre(second->path_for(4), second->path_for(5)));
+  EXPECT_EQ(th::get_checkpoint_state(dir.path())->last_preserved_timestamp, first_time);
+  second.reset();
+
+  th::CheckpointManager third(dir.path(), options);
+  EXPECT_EQ(third.latest(), third.path_for(5));
+  set_time(fifth_time + 10);
+  third.save(s, 6);
+  EXPECT_EQ(th::get_checkpoint_state(dir.path())->last_preserved_timestamp, fourth_time);
+  // After the restarts, files {1, 4, 5, 6} remain.
+  for (int64_t step : {1, 4, 5, 6}) EXPECT_TRUE(exists(third, step)) << step;
+  for (int64_t step : {2, 3}) EXPECT_FALSE(fs::exists(third.path_for(step))) << step;
+  EXPECT_THAT(third.checkpoints(), ElementsAre(third.path_for(5), third.path_for(6)));
+  EXPECT_THAT(warnings(), ElementsAre());
+}
+
+// TF's CheckpointManagerTest.testClockReset: a clock behind the preserved time is warned about;
+// checkpoints whose age is then unknown are kept, never deleted.
+TEST_F(CheckpointManagerTest, ClockReset) {
+  Model m;
+  th::Session s(m.g);
+  fe.clock->set_wall_seconds(10000);
+  auto options = manager_options(1);
+  options.keep_checkpoint_every_n_hours = 1;
+  auto first = std::make_unique<th::CheckpointManager>(dir.path(), options);
+  first->save(s, 1);
+  fe.clock->advance(3600);
+  first->save(s, 2);
+  fe.clock->advance(3600);
+  first->save(s, 3);
+  EXPECT_FALSE(fs::exists(first->path_for(1)));
+  EXPECT_TRUE(th::Saver::checkpoint_exists(first->path_for(2)));
+  EXPECT_TRUE(th::Saver::checkpoint_exists(first->path_for(3)));
+  EXPECT_THAT(first->checkpoints(), ElementsAre(first->path_for(3)));
+  EXPECT_EQ(th::get_checkpoint_state(dir.path())->last_preserved_timestamp, 13600.);
+  first.reset();
+
+  // The clock goes back in time.
+  fe.clock->set_wall_seconds(5000);
+  th::CheckpointManager second(dir.path(), manager_options(1));
+  EXPECT_THAT(second.checkpoints(), ElementsAre());  // known, but never deleted: not tracked
+  EXPECT_THAT(warnings(), ElementsAre(HasSubstr(
+                              "seconds behind the last preserved checkpoint timestamp")));
+  EXPECT_TRUE(th::Saver::checkpoint_exists(second.path_for(2)));
+  EXPECT_EQ(second.latest(), second.path_for(3));
+  fe.clock->advance(10);
+  second.save(s, 4);
+  EXPECT_TRUE(th::Saver::checkpoint_exists(second.path_for(2)));
+  EXPECT_TRUE(th::Saver::checkpoint_exists(second.path_for(3)));
+  EXPECT_EQ(second.latest(), second.path_for(4));
+  EXPECT_THAT(second.checkpoints(), ElementsAre(second.path_for(4)));
+  fe.clock->advance(10);
+  second.save(s, 5);
+  EXPECT_TRUE(th::Saver::checkpoint_exists(second.path_for(2)));
+  EXPECT_TRUE(th::Saver::checkpoint_exists(second.path_for(3)));
+  EXPECT_FALSE(fs::exists(second.path_for(4)));
+  EXPECT_THAT(second.checkpoints(), ElementsAre(second.path_for(5)));
+  auto state = th::get_checkpoint_state(dir.path());
+  EXPECT_EQ(state->last_preserved_timestamp, 5000.);
+  EXPECT_THAT(state->all_model_checkpoint_timestamps, ElementsAre(5020.));
+}
+
+// TF's saver_test.py MaxToKeepTest.testNoMaxToKeep: max_to_keep 0 keeps every file and tracks
+// none; the state file lists the newest alone.
+TEST_F(CheckpointManagerTest, NoMaxToKeep) {
+  Model m;
+  th::Session s(m.g);
+  th::CheckpointManager manager(dir.path(), manager_options(0));
+  EXPECT_THAT(manager.checkpoints(), ElementsAre());
+  for (int64_t step = 1; step <= 7; ++step) {
+    fe.clock->advance(1);
+    manager.save(s, step);
+    EXPECT_THAT(manager.checkpoints(), ElementsAre());
+  }
+  for (int64_t step = 1; step <= 7; ++step)
+    EXPECT_TRUE(th::Saver::checkpoint_exists(manager.path_for(step))) << step;
+  EXPECT_EQ(read_bytes(dir.file("checkpoint")),
+            "model_checkpoint_path: \"model.ckpt-7\"\n"
+            "all_model_checkpoint_paths: \"model.ckpt-7\"\n"
+            "last_preserved_timestamp: 999999999.0\n");
+  EXPECT_EQ(manager.latest(), manager.path_for(7));
+  // A manager made again tracks none of them either, and deletes none.
+  th::CheckpointManager again(dir.path(), manager_options(2));
+  EXPECT_THAT(again.checkpoints(), ElementsAre());
+  fe.clock->advance(1);
+  again.save(s, 8);
+  fe.clock->advance(1);
+  again.save(s, 9);
+  fe.clock->advance(1);
+  again.save(s, 10);
+  for (int64_t step = 1; step <= 7; ++step)
+    EXPECT_TRUE(th::Saver::checkpoint_exists(again.path_for(step))) << step;
+  EXPECT_FALSE(fs::exists(again.path_for(8)));
+  EXPECT_THAT(again.checkpoints(), ElementsAre(again.path_for(9), again.path_for(10)));
 }
 
 TEST_F(CheckpointManagerTest, AManagerMadeAgainOnTheDirectoryContinuesItsRetention) {

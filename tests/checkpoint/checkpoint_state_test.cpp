@@ -101,6 +101,37 @@ TEST(CheckpointStateTest, ParseErrorsNameTheLineOfTheFault) {
             "Cannot parse the checkpoint state /r/checkpoint (line 3): unknown field 'bogus_field'");
 }
 
+// TF's checkpoint_management_test.py CheckpointStateTest.testCheckPointCompletesRelativePaths:
+// TensorFlow's own text (indented, relative "./" paths, no final newline, trailing spaces) parses,
+// and relative paths are completed with the directory.
+TEST(CheckpointStateTest, CheckPointCompletesRelativePaths) {
+  th::testing::TempDir dir;
+  const std::string state =
+      "\n"
+      "        model_checkpoint_path: \"./model.ckpt-687529\"\n"
+      "        all_model_checkpoint_paths: \"./model.ckpt-687500\"\n"
+      "        all_model_checkpoint_paths: \"./model.ckpt-687529\"\n"
+      "        ";
+  write_text(dir.file("checkpoint"), state);
+  auto ckpt = th::get_checkpoint_state(dir.path());
+  ASSERT_TRUE(ckpt);
+  EXPECT_EQ(ckpt->model_checkpoint_path, dir.path() + "/./model.ckpt-687529");
+  EXPECT_EQ(ckpt->all_model_checkpoint_paths,
+            (std::vector<std::string>{dir.path() + "/./model.ckpt-687500",
+                                      dir.path() + "/./model.ckpt-687529"}));
+  // The last line without its newline, as other writers leave it.
+  write_text(dir.file("checkpoint"), "model_checkpoint_path: \"model.ckpt-3\"");
+  EXPECT_EQ(th::get_checkpoint_state(dir.path())->model_checkpoint_path,
+            dir.path() + "/model.ckpt-3");
+}
+
+// TF's CheckpointStateTest.testCheckPointStateFailsWhenIncomplete: an empty state file is an error.
+TEST(CheckpointStateTest, CheckPointStateFailsWhenIncomplete) {
+  th::testing::TempDir dir;
+  write_text(dir.file("checkpoint"), "");
+  EXPECT_THROW(th::get_checkpoint_state(dir.path()), th::DataLossError);
+}
+
 TEST(CheckpointStateTest, TruncatedOrExtendedTextIsAParseErrorNamingTheLine) {
   auto message = [](const std::string& text) {
     return th::testing::error_message<th::DataLossError>(
@@ -114,12 +145,15 @@ TEST(CheckpointStateTest, TruncatedOrExtendedTextIsAParseErrorNamingTheLine) {
       "all_model_checkpoint_timestamps: 1700000600.25\n";
   EXPECT_NO_THROW(th::parse_checkpoint_state(whole, "/r/checkpoint"));
   const std::string prefix = "Cannot parse the checkpoint state /r/checkpoint ";
-  // A time stamp cut short still reads as a number: the missing newline gives it away.
-  EXPECT_EQ(message(whole.substr(0, whole.size() - 5)),
-            prefix + "(line 5): the last line does not end with a newline: the file is truncated");
-  // Cut after a closing quote, inside a quoted path, or a quote missing.
-  EXPECT_EQ(message(whole.substr(0, whole.find("\n"))),
-            prefix + "(line 1): the last line does not end with a newline: the file is truncated");
+  // Without a final newline the text is whole, as TensorFlow reads it (a number cut short at the
+  // very end is indistinguishable: state files are written atomically for that reason).
+  EXPECT_EQ(th::parse_checkpoint_state(whole.substr(0, whole.size() - 1), "/r/checkpoint")
+                .all_model_checkpoint_timestamps.back(),
+            1700000600.25);
+  EXPECT_EQ(th::parse_checkpoint_state(whole.substr(0, whole.find("\n")), "/r/checkpoint")
+                .model_checkpoint_path,
+            "/r/model.ckpt-2");
+  // Cut inside a quoted path, or a quote missing.
   EXPECT_EQ(message(whole.substr(0, whole.find("model.ckpt-1") + 8)),
             prefix + "(line 2): unterminated string");
   EXPECT_EQ(message("model_checkpoint_path: \"/r/model.ckpt-2\nall_model_checkpoint_paths: "

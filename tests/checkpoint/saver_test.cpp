@@ -99,15 +99,23 @@ TEST_F(SaverTest, MaxToKeepDeletesTheOldestAndRewritesTheStateFile) {
   EXPECT_EQ(state->all_model_checkpoint_timestamps.size(), 2u);
 }
 
-TEST_F(SaverTest, MaxToKeepZeroKeepsEverything) {
+// TF's saver_test.py MaxToKeepTest.testNoMaxToKeep: max_to_keep 0 keeps every checkpoint, tracks
+// none (last_checkpoints stays empty), and the state file lists the newest alone.
+TEST_F(SaverTest, NoMaxToKeep) {
   Model m;
   th::Session s(m.g);
   th::Saver saver(m.g, options(0));
   const std::string prefix = dir.file("model.ckpt");
-  for (int step = 0; step < 7; ++step) saver.save(s, prefix, step);
+  EXPECT_TRUE(saver.last_checkpoints(dir.path()).empty());
+  for (int step = 0; step < 7; ++step) {
+    saver.save(s, prefix, step);
+    EXPECT_TRUE(saver.last_checkpoints(dir.path()).empty());
+  }
   for (int step = 0; step < 7; ++step)
     EXPECT_TRUE(th::Saver::checkpoint_exists(prefix + "-" + std::to_string(step)));
-  EXPECT_EQ(th::get_checkpoint_state(dir.path())->all_model_checkpoint_paths.size(), 7u);
+  auto state = th::get_checkpoint_state(dir.path());
+  EXPECT_EQ(state->model_checkpoint_path, prefix + "-6");
+  EXPECT_EQ(state->all_model_checkpoint_paths, std::vector<std::string>{prefix + "-6"});
 }
 
 TEST_F(SaverTest, HoursRuleKeepsOneCheckpointPerPeriod) {

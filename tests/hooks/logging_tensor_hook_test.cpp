@@ -88,15 +88,16 @@ TEST_F(LoggingTensorHookTest, ResetsWhenReusedInANewSession) {
   EXPECT_THAT(info(), ElementsAre("foo = 42.0", "foo = 42.0 (2.500 sec)"));
 }
 
-TEST_F(LoggingTensorHookTest, CountsLocalRunsNotTheGlobalStepAndSeesValuesAfterTheStep) {
+TEST_F(LoggingTensorHookTest, CountsLocalRunsNotTheGlobalStepAndSeesTheStepBeforeTheIncrement) {
   // A worker session keeps the graph's state: the global step starts at 100, not 0.
   m.g.set_global_step_value(100);
   auto hook = std::make_shared<th::LoggingTensorHook>(
       Names{"global_step"}, th::LoggingTensorHookOptions{.every_n_iter = 10});
   auto sess = th::testing::worker_session(m.g, {hook}, fe.env());
   EXPECT_THAT(run_steps(*sess, 11, 0.0), ElementsAre(0, 10));
-  // The hook's fetch is evaluated after the caller's train op.
-  EXPECT_THAT(info(), ElementsAre("global_step = 101", "global_step = 111 (0.000 sec)"));
+  // The global step fetched with the train op is its value when the run began (TF's).
+  EXPECT_THAT(info(), ElementsAre("global_step = 100", "global_step = 110 (0.000 sec)"));
+  EXPECT_EQ(m.g.global_step_value(), 111);
 }
 
 TEST_F(LoggingTensorHookTest, FirstLineOfEveryIterationHasNoElapsedTime) {
@@ -228,6 +229,29 @@ TEST_F(LoggingTensorHookTest, FormatterAtEndOnlyGetsNoElapsedTime) {
   EXPECT_THAT(info(), ElementsAre("end 42"));
   ASSERT_EQ(elapsed_seen.size(), 1u);
   EXPECT_FALSE(elapsed_seen[0].has_value());
+}
+
+// TF's basic_session_run_hooks_test.py LoggingTensorHookTest.test_illegal_args: every_n_iter of 0
+// or less is invalid (it is not "no every_n_iter"), and exactly one of every_n_iter and
+// every_n_secs is needed unless only at_end is given.
+TEST_F(LoggingTensorHookTest, IllegalArgs) {
+  EXPECT_THAT(th::testing::error_message<th::InvalidArgument>(
+                  [] { th::LoggingTensorHook(Names{"t"}, {.every_n_iter = 0}); }),
+              HasSubstr("every_n_iter"));
+  EXPECT_THAT(th::testing::error_message<th::InvalidArgument>(
+                  [] { th::LoggingTensorHook(Names{"t"}, {.every_n_iter = -10}); }),
+              HasSubstr("every_n_iter"));
+  // With at_end, 0 still counts as given (TF: only_log_at_end needs every_n_iter to be None).
+  EXPECT_THAT(th::testing::error_message<th::InvalidArgument>(
+                  [] { th::LoggingTensorHook(Names{"t"}, {.every_n_iter = 0, .at_end = true}); }),
+              HasSubstr("every_n_iter"));
+  EXPECT_THAT(th::testing::error_message<th::InvalidArgument>([] {
+                th::LoggingTensorHook(Names{"t"}, {.every_n_iter = 5, .every_n_secs = 5});
+              }),
+              HasSubstr("xactly one of"));
+  EXPECT_THAT(th::testing::error_message<th::InvalidArgument>(
+                  [] { th::LoggingTensorHook(Names{"t"}, {}); }),
+              HasSubstr("xactly one of"));
 }
 
 TEST_F(LoggingTensorHookTest, RejectsBadArgumentCombinationsWithTensorFlowsTexts) {

@@ -7,7 +7,14 @@
 // path; nothing else in trainhooks builds or parses these names. A save writes the checkpoint's
 // two files (Saver, saver.h), then rewrites the state file (checkpoint_state.h) to list it, and
 // only then deletes the checkpoints beyond max_to_keep, oldest first, unless the
-// keep_checkpoint_every_n_hours rule keeps them on disk (no longer listed). A kill at any moment
+// keep_checkpoint_every_n_hours rule keeps them on disk (no longer listed). Retention follows
+// TensorFlow's CheckpointManager: a dropped checkpoint is kept when it was written at least
+// keep_checkpoint_every_n_hours after the last one kept this way, whose time the state file
+// remembers (last_preserved_timestamp) so the rule goes on across restarts; with no state file
+// the period starts at the manager's creation. A clock that went back behind that time is
+// warned about and the period starts again from now. max_to_keep <= 0 (TensorFlow's Saver with
+// max_to_keep 0) keeps every checkpoint on disk and tracks none: the state file lists only the
+// newest. A kill at any moment
 // leaves every listed checkpoint complete. The state file lists paths relative to the directory
 // (save_relative_paths), so the directory can be moved or copied and still be resumed from.
 //
@@ -19,7 +26,8 @@
 //
 // The manager reads the state file the first time it needs the list (a save, checkpoints(),
 // restore_latest()), so one made on a directory that already holds checkpoints continues their
-// retention; the hours rule counts from the manager's creation. MonitoredTrainingSession makes one
+// retention; it takes the listed checkpoints written after the last preserved one (times later
+// than the manager's creation count as its creation), as TensorFlow's does. MonitoredTrainingSession makes one
 // manager of checkpoint_dir and gives it to the chief's restore and to its CheckpointSaverHook.
 //
 // Thread-safety: save(), snapshot() and restore_latest() run on the thread that runs the session;
@@ -58,11 +66,12 @@ struct CheckpointManagerOptions {
   // The checkpoints' file name before `-<step>` (TF2's checkpoint_name); a file name, no
   // directory part.
   std::string basename = "model.ckpt";
-  // Checkpoints kept (and listed in the state file), newest ones; <= 0 keeps all of them.
+  // Checkpoints kept (and listed in the state file), newest ones; <= 0 keeps all of them on disk
+  // and lists only the newest (TensorFlow's Saver with max_to_keep 0: none tracked).
   int max_to_keep = 5;
-  // A checkpoint dropped by max_to_keep is kept on disk (no longer listed) when it was written
-  // more than this many hours after the previous one kept this way (the first: after the manager
-  // was created). Positive.
+  // A checkpoint dropped by max_to_keep is kept on disk (no longer listed) when it was written at
+  // least this many hours after the previous one kept this way (the state file's
+  // last_preserved_timestamp; without a state file, the manager's creation). Positive.
   double keep_checkpoint_every_n_hours = 10000;
   // Write the state file's paths relative to the directory, as TF2's CheckpointManager does, so
   // that the directory can be moved or copied. false: as given (absolute for an absolute
@@ -125,8 +134,9 @@ class CheckpointManager {
   std::string write(SaverSnapshot snapshot);
 
   // ---- State -----------------------------------------------------------------------------------
-  // The checkpoints listed, oldest first: those of the state file whose files existed when it
-  // was first read (the manager's own saves since then included). A state file that cannot be
+  // The checkpoints tracked (listed, subject to retention), oldest first: those of the state file
+  // whose files existed when it was first read and that were written after its last preserved
+  // time, and the manager's own saves since then; empty with max_to_keep <= 0. A state file that cannot be
   // parsed counts as none, with a warning (its checkpoints are not deleted); so do checkpoints on
   // disk when there is no state file (a warning names them before a save can replace one).
   std::vector<std::string> checkpoints() const;
@@ -185,11 +195,16 @@ class CheckpointManager {
   std::string prefix_;
   CheckpointManagerOptions options_;
   std::shared_ptr<Clock> clock_;
+  double created_at_;  // wall time at construction: the hours rule's start without a state file
+  // Saver's TensorFlow 1 API: TF1 Saver's hours rule (counted from the Saver's creation, in whole
+  // periods), kept for that API; CheckpointManager's own rule otherwise.
+  bool tf1_hours_rule_;
   std::mutex write_mu_;    // one write() at a time
   mutable std::mutex mu_;  // guards what follows
   mutable bool recovered_ = false;
   mutable std::vector<Listed> checkpoints_;  // oldest first
   mutable double last_preserved_timestamp_ = 0;
+  mutable std::string newest_;  // the state file's model_checkpoint_path, or the last save
   mutable bool unlisted_reported_ = false;  // the warning about checkpoints without a state file
   double next_keep_time_ = 0;
   bool temporaries_removed_ = false;

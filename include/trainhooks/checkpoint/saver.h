@@ -57,7 +57,7 @@ struct CheckpointContents;
 
 struct SaverOptions {
   // Retention of the compatibility API (save(session, prefix, step)): checkpoints kept and
-  // listed per directory; <= 0 keeps all of them.
+  // listed per directory; <= 0 keeps all of them on disk and lists only the newest.
   int max_to_keep = 5;
   // A checkpoint dropped by max_to_keep is kept on disk (no longer listed) when it was written
   // more than this many hours after the previous one kept this way (the first: after the Saver
