@@ -61,7 +61,7 @@ PRELUDE = """\
 """
 # Headers under include/trainhooks that `make install` leaves out (CMakeLists.txt).
 NOT_INSTALLED = ("trainhooks/board/",)
-FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<ticks>`{3,})\s*(?P<lang>[^\s`]*)\s*$")
+FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<ticks>`{3,}|~{3,})\s*(?P<lang>[^\s`]*)\s*$")
 MARKER = re.compile(r"<!--\s*snippet:(?P<body>.*?)-->", re.S)
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"](?P<path>[^>"]+)[>"]')
 MAIN = re.compile(r"\bint\s+main\s*\(")
@@ -109,8 +109,8 @@ def parse_blocks(path: str, text: str) -> List[Block]:
         body = []
         i += 1
         while i < len(lines):
-            close = re.match(r"^[ \t]*(`{3,})\s*$", lines[i])
-            if close and len(close.group(1)) >= len(ticks):
+            close = re.match(r"^[ \t]*(`{3,}|~{3,})\s*$", lines[i])
+            if close and close.group(1)[0] == ticks[0] and len(close.group(1)) >= len(ticks):
                 break
             line = lines[i]
             body.append(line[len(indent):] if line.startswith(indent) else line.lstrip(" \t"))
@@ -309,9 +309,12 @@ def generate(docs) -> str:
 def read_docs(source_dir: str, paths):
     docs = []
     for p in paths:
-        full = p if os.path.isabs(p) else os.path.join(source_dir, p)
-        with open(full, encoding="utf-8") as f:
-            docs.append((os.path.relpath(full, source_dir), f.read()))
+        full = os.path.abspath(p)
+        try:
+            with open(full, encoding="utf-8") as f:
+                docs.append((os.path.relpath(full, os.path.abspath(source_dir)), f.read()))
+        except OSError as e:
+            raise DocError(f"cannot read {p}: {e.strerror}")
     return docs
 
 
@@ -389,6 +392,9 @@ def self_test() -> int:
     expect('#line 28 "t.md"\nint y = 1;' in out, "an indented block, its indentation removed")
 
     expect("never closed" in error_of("```cpp\nint x;\n"), "unclosed fence")
+    expect("never closed" in error_of("```cpp\nint x;\n~~~\n"), "a fence closed by another kind")
+    expect('#line 2 "t.md"\nint z;' in generate([("t.md", "~~~cpp\nint z;\n~~~\n")]),
+           "a tilde fence")
     expect("needs a reason" in error_of("<!-- snippet: skip -->\n```cpp\nx\n```\n"),
            "skip without a reason")
     expect("unknown snippet kind" in error_of("<!-- snippet: fragment -->\n```cpp\nx\n```\n"),
