@@ -167,7 +167,7 @@ ReportData report_data(const LogdirIndex& index, const ReportOptions& options,
       // The page asks for the canonical URL; the report answers it with its own density.
       if (tag.kind == ValueKind::kScalar) query["max_points"] = max_points;
       const ApiResponse r = api.handle(endpoint, query);
-      // A run the API refuses by name (one with ".." in it) fails in the report as on the board.
+      // The API refuses no series the index lists; should it, the series is left out.
       if (r.status != 200) continue;
       add(responses, url, r.body);
       if (tag.kind != ValueKind::kImage) continue;

@@ -128,7 +128,7 @@ TEST_F(BoardServerTest, NothingButThePageAndTheApiIsServed) {
   res = c.Get("/api/scalars?run=%2e%2e&tag=loss");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 400);
-  EXPECT_EQ(json::parse(res->body)["error"], "invalid run name '..': contains '..'");
+  EXPECT_EQ(json::parse(res->body)["error"], "invalid run name '..': has a '..' component");
   res = c.Get("/api/scalars?run=..%2Ftrain&tag=loss");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 400);
