@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <iostream>
@@ -17,6 +18,7 @@
 #include "trainhooks/board/board_server.h"
 #include "trainhooks/board/report.h"
 #include "trainhooks/errors.h"
+#include "trainhooks/summary/event_reader.h"
 
 namespace trainhooks {
 namespace {
@@ -39,16 +41,43 @@ void run(const char* command, const std::function<void()>& body) {
   throw CLI::RuntimeError(1);  // CLI11 exits with this status and prints nothing more
 }
 
-// The log directory's absence said plainly, before anything tries to read it.
-void check_logdir(const std::string& logdir) {
+// The log directory's absence said plainly, before anything tries to read it. An event file
+// given instead is answered with the command that shows it.
+void check_logdir(const char* command, const std::string& logdir) {
   std::error_code ec;
   const auto status = std::filesystem::status(logdir, ec);
   if (!std::filesystem::exists(status)) {
     throw NotFoundError(fmt::format("log directory '{}' does not exist", logdir));
   }
-  if (!std::filesystem::is_directory(status)) {
-    throw InvalidArgument(fmt::format("log directory '{}' is not a directory", logdir));
+  if (std::filesystem::is_directory(status)) return;
+  const std::filesystem::path path(logdir);
+  if (summary::is_event_file_name(path.filename().string())) {
+    const std::string parent = path.parent_path().empty() ? "." : path.parent_path().string();
+    throw InvalidArgument(fmt::format(
+        "'{}' is an event file; {} reads a log directory, every run in it: give its directory "
+        "(trainhooks {} {})",
+        logdir, command, command, parent));
   }
+  throw InvalidArgument(fmt::format("log directory '{}' is not a directory", logdir));
+}
+
+// --reload-interval: a number of seconds in (0, 86400].
+std::string check_reload_interval(const std::string& text) {
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || !(value > 0 && value <= 86400)) {
+    return fmt::format("must be a number of seconds above 0 and at most 86400, got '{}'", text);
+  }
+  return "";
+}
+
+std::string check_allowed_host(const std::string& name) {
+  try {
+    board::check_allowed_host(name);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
 }
 
 struct BoardArgs {
@@ -57,7 +86,7 @@ struct BoardArgs {
 };
 
 void run_board(const BoardArgs& args) {
-  check_logdir(args.logdir);
+  check_logdir("board", args.logdir);
   // SIGINT and SIGTERM are blocked before any thread starts, so every thread inherits the mask
   // and the signal waits for sigwait() below; the server then stops as on any other stop().
   sigset_t signals;
@@ -77,6 +106,14 @@ void run_board(const BoardArgs& args) {
   if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
     files.rlim_cur = files.rlim_max;
     setrlimit(RLIMIT_NOFILE, &files);
+  }
+  if (!board::is_loopback_host(args.server.host)) {
+    std::cerr << fmt::format(
+                     "trainhooks board: warning: --host {} makes the board reachable from the "
+                     "network: anyone who can reach its port can read these runs (there is no "
+                     "authentication)",
+                     args.server.host)
+              << std::endl;
   }
   // Listen at once; a large log directory then fills in while the page is open.
   board::BoardServerOptions options = args.server;
@@ -100,12 +137,13 @@ struct ReportArgs {
 };
 
 void run_report(const ReportArgs& args) {
-  check_logdir(args.logdir);
+  check_logdir("report", args.logdir);
   const board::ReportStats stats = board::write_report(args.logdir, args.output, args.options);
-  std::cout << fmt::format("trainhooks report: wrote {} ({} run{}, {} tag{})", args.output,
-                           stats.runs, stats.runs == 1 ? "" : "s", stats.tags,
-                           stats.tags == 1 ? "" : "s")
-            << std::endl;
+  // Written into a device or a pipe (-o /dev/stdout), the report may be what stdout carries.
+  std::ostream& out = stats.written_directly ? std::cerr : std::cout;
+  out << fmt::format("trainhooks report: wrote {} ({} run{}, {} tag{})", args.output, stats.runs,
+                     stats.runs == 1 ? "" : "s", stats.tags, stats.tags == 1 ? "" : "s")
+      << std::endl;
 }
 
 }  // namespace
@@ -118,12 +156,20 @@ void add_board_commands(CLI::App& app) {
   board->add_option("--port", board_args->server.port, "Port to listen on (0: any free port)")
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
-  board->add_option("--host", board_args->server.host, "Address to listen on")
+  board
+      ->add_option("--host", board_args->server.host,
+                   "Address to listen on (other than loopback: reachable from the network)")
       ->capture_default_str();
   board
+      ->add_option("--allow-host", board_args->server.allowed_hosts,
+                   "A host name that requests may be addressed to besides localhost, 127.0.0.1 "
+                   "and [::1] (repeatable)")
+      ->check(CLI::Validator(check_allowed_host, "NAME"))
+      ->allow_extra_args(false);  // one name per --allow-host, which may be repeated
+  board
       ->add_option("--reload-interval", board_args->server.reload_interval_secs,
-                   "Seconds between re-reads of the log directory")
-      ->check(CLI::PositiveNumber)
+                   "Seconds between re-reads of the log directory, at most 86400")
+      ->check(CLI::Validator(check_reload_interval, "SECONDS"))
       ->capture_default_str();
   board->callback([board_args] { run("board", [&] { run_board(*board_args); }); });
 

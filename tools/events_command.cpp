@@ -1,5 +1,6 @@
 #include "events_command.h"
 
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <sstream>
@@ -25,6 +26,8 @@ struct EventsArgs {
 };
 
 constexpr const char* kCsvHeader = "run,tag,step,wall_time,value\n";
+// A TFRecord's length and its CRC.
+constexpr uintmax_t kRecordHeaderBytes = 12;
 
 // Notes on stderr: what was read is complete but something about the files is worth knowing.
 void print_notes(const std::vector<ths::RunStats>& runs, bool csv) {
@@ -48,7 +51,36 @@ void print_notes(const std::vector<ths::RunStats>& runs, bool csv) {
   }
 }
 
+// One event file named on the command line must hold at least one record: an empty or short
+// file is not one (in a log directory, such a file is one a writer has just created, and no
+// error).
+void check_event_file(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return;
+  const uintmax_t size = std::filesystem::file_size(path, ec);
+  if (ec) return;  // the reader reports it
+  if (size == 0) throw DataLossError(fmt::format("{} is empty: not an event file", path));
+  if (size < kRecordHeaderBytes) {
+    throw DataLossError(
+        fmt::format("{} is not an event file: {} byte{}, shorter than a record's {}-byte header",
+                    path, size, size == 1 ? "" : "s", kRecordHeaderBytes));
+  }
+}
+
+void check_some_record_read(const std::string& path, const std::vector<ths::RunStats>& runs) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return;
+  for (const ths::RunStats& run : runs) {
+    if (run.events > 0) return;
+  }
+  throw DataLossError(fmt::format(
+      "{} holds no complete record: it is not an event file, or its writer has not finished "
+      "the first record",
+      path));
+}
+
 void run_events(const EventsArgs& args) {
+  check_event_file(args.logdir);
   ths::InspectOptions options{.tag = args.tag};
   options.read.skip_corrupt = args.skip_corrupt;
   options.read.purge_orphaned_data = !args.no_purge;
@@ -73,6 +105,7 @@ void run_events(const EventsArgs& args) {
       }
       emit(buffer);
     }
+    check_some_record_read(args.logdir, runs);
     if (rows == 0 && !args.tag.empty()) {
       throw NotFoundError(
           fmt::format("No scalar values with tag '{}' in {}", args.tag, args.logdir));
@@ -91,6 +124,7 @@ void run_events(const EventsArgs& args) {
         throw;
       }
     }
+    check_some_record_read(args.logdir, runs);
     bool matched = false;
     for (const auto& run : runs) matched = matched || !run.tags.empty();
     if (!matched && !args.tag.empty()) {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -58,13 +59,24 @@ std::optional<int64_t> integer(const Query& query, const char* name) {
   return value;
 }
 
+// Whether one of the '/'-separated components of `name` is "..".
+bool has_parent_component(std::string_view name) {
+  for (size_t begin = 0; begin <= name.size();) {
+    const size_t end = std::min(name.find('/', begin), name.size());
+    if (name.substr(begin, end - begin) == "..") return true;
+    begin = end + 1;
+  }
+  return false;
+}
+
 // Run names come from the index (directories under the log directory) and are only ever looked
 // up there, never joined to a path; these are refused anyway, so that no request can even name
-// a place outside the log directory.
+// a place outside the log directory. A ".." inside a component ("a..b") names nothing above it,
+// and is a directory name like any other.
 void check_run_name(const std::string& run) {
   const char* why = nullptr;
-  if (run.find("..") != std::string::npos) {
-    why = "contains '..'";
+  if (has_parent_component(run)) {
+    why = "has a '..' component";
   } else if (run.find('\0') != std::string::npos) {
     why = "contains a NUL";
   } else if (run.find('\\') != std::string::npos) {

@@ -3,6 +3,7 @@
 #include <httplib.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -10,12 +11,16 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 
+#include "board/access.h"
 #include "board/assets.h"
+#include "board/http_server.h"
 #include "trainhooks/board/board_api.h"
 #include "trainhooks/errors.h"
 #include "util/json_writer.h"
@@ -23,26 +28,14 @@
 namespace trainhooks::board {
 namespace {
 
-void set_json_error(httplib::Response& res, int status, std::string_view message) {
+void set_json_error(const httplib::Request& req, httplib::Response& res, int status,
+                    std::string_view message) {
   std::string body = "{\"error\": ";
   trainhooks::internal::append_json_string(body, message);
   body += '}';
   res.status = status;
   res.set_content(body, "application/json");
-}
-
-bool is_loopback_name(std::string_view name) {
-  return name == "localhost" || name == "::1" || name.starts_with("127.");
-}
-
-// The name in a Host header without its port: "[::1]:6006" -> "::1", "localhost:6006" ->
-// "localhost".
-std::string_view host_name(std::string_view header) {
-  if (header.starts_with('[')) {
-    const size_t end = header.find(']');
-    return end == std::string_view::npos ? header : header.substr(1, end - 1);
-  }
-  return header.substr(0, header.find(':'));
+  internal::serve_whole(req);
 }
 
 }  // namespace
@@ -54,7 +47,9 @@ struct BoardServer::Impl {
 
   std::unique_ptr<LogdirIndex> index;
   std::unique_ptr<BoardApi> api;
-  httplib::Server http;
+  std::unique_ptr<internal::HttpServer> http;
+  std::string page;  // the page's HTML as served
+  std::optional<internal::HostCheck> host_check;
   std::thread listener;
   std::thread refresher;
   std::atomic<bool> listen_returned = false;
@@ -90,38 +85,34 @@ struct BoardServer::Impl {
   void get(const httplib::Request& req, httplib::Response& res) {
     res.set_header("Cache-Control", "no-cache");
     // DNS rebinding: a page from elsewhere can point a name of its own at 127.0.0.1 and read the
-    // API through the user's browser. A board bound to loopback answers only requests addressed
-    // to a loopback name.
-    if (is_loopback_name(options.host)) {
-      const std::string host = req.get_header_value("Host");
-      if (!is_loopback_name(host_name(host))) {
-        set_json_error(res, 403,
-                       fmt::format("host '{}' refused: a board listening on {} answers requests "
-                                   "to localhost only (serve others with --host)",
-                                   host, options.host));
-        return;
-      }
+    // API through the user's browser. The board answers only requests addressed to a name it
+    // listens on or was told to answer to.
+    if (const auto refusal = host_check->refusal(req.get_header_value("Host"))) {
+      set_json_error(req, res, 403, *refusal);
+      return;
     }
     if (req.path.starts_with("/api/")) {
       std::map<std::string, std::string> query;
       for (const auto& [name, value] : req.params) query.emplace(name, value);  // first wins
       const ApiResponse r = api->handle(req.path, query);
-      res.status = r.status;
       res.set_content(r.body, r.content_type);
+      // Unset for 200, so that a range of the answer is a 206.
+      if (r.status != 200) {
+        res.status = r.status;
+        internal::serve_whole(req);
+      }
+      return;
+    }
+    if (req.path == "/") {
+      res.set_content(page, std::string(find_asset("/")->content_type));
       return;
     }
     // Only the page's own files: a path is looked up in the compiled-in table, never opened.
     if (const Asset* asset = find_asset(req.path)) {
-      res.status = 200;
       res.set_content(asset->data.data(), asset->data.size(), std::string(asset->content_type));
       return;
     }
-    set_json_error(res, 404, fmt::format("not found: '{}'", req.path));
-  }
-
-  void not_allowed(const httplib::Request& req, httplib::Response& res) {
-    res.set_header("Allow", "GET, HEAD");
-    set_json_error(res, 405, fmt::format("method {} not allowed (only GET)", req.method));
+    set_json_error(req, res, 404, fmt::format("not found: '{}'", req.path));
   }
 };
 
@@ -131,10 +122,32 @@ BoardServer::BoardServer(std::filesystem::path logdir, BoardServerOptions option
     throw InvalidArgument(
         fmt::format("BoardServer: port must be in [0, 65535], got {}", options.port));
   }
-  check_positive("BoardServer", "reload_interval_secs", options.reload_interval_secs);
-  impl_->logdir = std::move(logdir);
-  impl_->env = options.index.env.or_else(Env::system());
-  impl_->options = std::move(options);
+  // Beyond a day, a wait would overflow the clock's range long before it mattered.
+  if (!(options.reload_interval_secs > 0 && options.reload_interval_secs <= 86400)) {
+    throw InvalidArgument(
+        fmt::format("BoardServer: reload_interval_secs must be in (0, 86400], got {}",
+                    options.reload_interval_secs));
+  }
+  const BoardServerLimits& l = options.limits;
+  check_positive("BoardServer", "limits.workers", l.workers);
+  check_positive("BoardServer", "limits.max_requests_per_connection",
+                 l.max_requests_per_connection);
+  for (const auto& [name, value] : {std::pair{"limits.idle_timeout_secs", l.idle_timeout_secs},
+                                    {"limits.request_timeout_secs", l.request_timeout_secs},
+                                    {"limits.write_timeout_secs", l.write_timeout_secs}}) {
+    if (!(value > 0 && value <= 86400)) {
+      throw InvalidArgument(
+          fmt::format("BoardServer: {} must be in (0, 86400], got {}", name, value));
+    }
+  }
+  for (const std::string& name : options.allowed_hosts) check_allowed_host(name);
+
+  Impl& s = *impl_;
+  s.logdir = std::move(logdir);
+  s.env = options.index.env.or_else(Env::system());
+  s.options = std::move(options);
+  s.page = internal::served_page(s.options.host);
+  s.host_check.emplace(s.options.host, s.options.allowed_hosts);
 }
 
 BoardServer::~BoardServer() { stop(); }
@@ -149,27 +162,19 @@ void BoardServer::start() {
   if (s.options.load_before_listening) s.refresh();
   s.api = std::make_unique<BoardApi>(*s.index);
 
-  s.http.Get(".*", [&s](const httplib::Request& req, httplib::Response& res) { s.get(req, res); });
-  const auto not_allowed = [&s](const httplib::Request& req, httplib::Response& res) {
-    s.not_allowed(req, res);
-  };
-  s.http.Post(".*", not_allowed);
-  s.http.Put(".*", not_allowed);
-  s.http.Patch(".*", not_allowed);
-  s.http.Delete(".*", not_allowed);
-  s.http.Options(".*", not_allowed);
+  // Methods other than GET and HEAD, and requests with bodies, are refused by the HttpServer.
+  s.http = std::make_unique<internal::HttpServer>(s.options.limits);
+  s.http->Get(".*", [&s](const httplib::Request& req, httplib::Response& res) { s.get(req, res); });
 
   // SO_REUSEADDR (a restart may bind while old connections linger in TIME_WAIT) but not
   // httplib's default SO_REUSEPORT, with which a second board would silently share the port.
-  s.http.set_socket_options([](socket_t sock) {
+  s.http->set_socket_options([](socket_t sock) {
     int yes = 1;
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
   });
   const std::string& host = s.options.host;
   errno = 0;
-  const int port = s.options.port == 0
-                       ? s.http.bind_to_any_port(host)
-                       : (s.http.bind_to_port(host, s.options.port) ? s.options.port : -1);
+  const int port = s.http->bind(host, s.options.port);
   if (port < 0) {
     // cpp-httplib reports only failure; errno still holds the failing call's reason (bind's
     // EADDRINUSE, ...) unless the host name did not resolve.
@@ -179,15 +184,15 @@ void BoardServer::start() {
   s.port = port;
 
   s.listener = std::thread([&s] {
-    s.http.listen_after_bind();
+    s.http->listen_after_bind();
     s.listen_returned = true;
   });
   // httplib's stop() does nothing until listen has begun: wait for it, so that a stop() right
   // after start() cannot be lost. It begins at once.
-  while (!s.http.is_running() && !s.listen_returned) {
+  while (!s.http->is_running() && !s.listen_returned) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  if (!s.http.is_running()) {
+  if (!s.http->is_running()) {
     s.listener.join();
     throw UnavailableError(fmt::format("cannot listen on {}:{}", host, s.port));
   }
@@ -212,7 +217,7 @@ void BoardServer::stop() {
     s.stopping = true;
   }
   s.cv.notify_all();
-  s.http.stop();
+  s.http->shutdown();
   if (s.listener.joinable()) s.listener.join();
   if (s.refresher.joinable()) s.refresher.join();
   {

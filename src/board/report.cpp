@@ -1,6 +1,14 @@
 #include "trainhooks/board/report.h"
 
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <ctime>
 #include <map>
 #include <string>
@@ -167,7 +175,7 @@ ReportData report_data(const LogdirIndex& index, const ReportOptions& options,
       // The page asks for the canonical URL; the report answers it with its own density.
       if (tag.kind == ValueKind::kScalar) query["max_points"] = max_points;
       const ApiResponse r = api.handle(endpoint, query);
-      // A run the API refuses by name (one with ".." in it) fails in the report as on the board.
+      // The API refuses no series the index lists; should it, the series is left out.
       if (r.status != 200) continue;
       add(responses, url, r.body);
       if (tag.kind != ValueKind::kImage) continue;
@@ -236,6 +244,144 @@ ReportData render(const LogdirIndex& index, const ReportOptions& options, std::s
   return data;
 }
 
+// A report of nothing is an error: the log directory is not what the user meant, or its files
+// are not event files.
+void check_has_events(const LogdirIndex& index) {
+  const std::vector<RunInfo> runs = index.runs();
+  const std::string dir = index.logdir().string();
+  if (runs.empty()) {
+    throw NotFoundError(fmt::format(
+        "no event files in '{}' (a run is a directory holding events.out.tfevents.* files)", dir));
+  }
+  int64_t files = 0;
+  for (const RunInfo& run : runs) {
+    if (run.events > 0) return;
+    files += run.files;
+  }
+  throw DataLossError(
+      fmt::format("no events in '{}': none of its {} event file{} holds a readable "
+                  "record",
+                  dir, files, files == 1 ? "" : "s"));
+}
+
+[[noreturn]] void output_error(const std::filesystem::path& output, std::string_view what,
+                               int err) {
+  const std::string message = fmt::format("cannot write report to '{}': {}", output.string(), what);
+  if (err == ENOENT) throw NotFoundError(message);
+  if (err == ENOSPC || err == EDQUOT) throw ResourceExhaustedError(message);
+  if (err == EIO) throw FileError(message);
+  throw FailedPreconditionError(message);
+}
+
+// Writes all of `bytes` to a device or FIFO, with SIGPIPE held off: a reader that went away is
+// an error to report (EPIPE), not the end of the process.
+void write_directly(const std::filesystem::path& output, bool fifo, std::string_view bytes) {
+  // A FIFO opened for writing waits for a reader; non-blocking, the open fails at once instead.
+  const int fd = ::open(output.c_str(), O_WRONLY | O_CLOEXEC | (fifo ? O_NONBLOCK : 0));
+  if (fd < 0) {
+    const int err = errno;
+    if (fifo && err == ENXIO) output_error(output, "it is a FIFO that no process is reading", err);
+    output_error(output, std::strerror(err), err);
+  }
+  if (fifo) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  sigset_t pipe_signal, previous;
+  sigemptyset(&pipe_signal);
+  sigaddset(&pipe_signal, SIGPIPE);
+  sigset_t pending;
+  sigpending(&pending);
+  const bool was_pending = sigismember(&pending, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_signal, &previous);
+  int err = 0;
+  for (size_t at = 0; at < bytes.size();) {
+    const ssize_t n = ::write(fd, bytes.data() + at, bytes.size() - at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      err = n < 0 ? errno : EIO;
+      break;
+    }
+    at += static_cast<size_t>(n);
+  }
+  if (::close(fd) != 0 && err == 0 && errno != EINTR) err = errno;
+  if (err == EPIPE && !was_pending) {
+    // Consume the SIGPIPE this write raised, before the mask that let it through comes back.
+    const timespec zero{};
+    sigtimedwait(&pipe_signal, nullptr, &zero);
+  }
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  if (err != 0) output_error(output, std::strerror(err), err);
+}
+
+// Writes the report where `output` says (report.h); true when written directly into a device or
+// FIFO rather than put in place.
+bool write_output(const std::filesystem::path& output, std::string_view html) {
+  namespace fs = std::filesystem;
+  fs::path target = output;
+  struct stat st {};
+  if (::stat(output.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) output_error(output, "it is a directory", EISDIR);
+    // Opened through any links, as /dev/stdout is (its links are not paths to follow by hand).
+    if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) {
+      write_directly(output, S_ISFIFO(st.st_mode), html);
+      return true;
+    }
+    if (!S_ISREG(st.st_mode)) {
+      output_error(output,
+                   S_ISBLK(st.st_mode) ? "it is a block device, which a report never replaces"
+                                       : "it is a socket or another special file, which a report "
+                                         "never replaces",
+                   EINVAL);
+    }
+    // A symbolic link is written through: the file it names is replaced, the link stays.
+    std::error_code ec;
+    target = fs::canonical(output, ec);
+    if (ec) output_error(output, ec.message(), ec.value());
+  } else if (errno != ENOENT) {
+    output_error(output, std::strerror(errno), errno);
+  } else {
+    // Nothing there, or a link to nothing yet: the file it names is created.
+    for (int links = 0;; ++links) {
+      struct stat link {};
+      if (::lstat(target.c_str(), &link) != 0 || !S_ISLNK(link.st_mode)) break;
+      if (links == 40) output_error(output, std::strerror(ELOOP), ELOOP);
+      std::error_code ec;
+      const fs::path next = fs::read_symlink(target, ec);
+      if (ec) output_error(output, ec.message(), ec.value());
+      target = next.is_absolute() ? next : target.parent_path() / next;
+    }
+    // Named here: the temporary file beside the target would be named otherwise.
+    const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+    struct stat dir_st {};
+    if (::stat(dir.c_str(), &dir_st) != 0) {
+      const int err = errno;
+      output_error(output,
+                   err == ENOENT
+                       ? fmt::format("directory '{}' does not exist", dir.string())
+                       : fmt::format("directory '{}': {}", dir.string(), std::strerror(err)),
+                   err);
+    }
+    if (!S_ISDIR(dir_st.st_mode)) {
+      output_error(output, fmt::format("'{}' is not a directory", dir.string()), ENOTDIR);
+    }
+  }
+  try {
+    trainhooks::internal::write_file_atomically(target.string(), html);
+  } catch (const Error& e) {
+    const std::string message =
+        fmt::format("cannot write report to '{}': {}", output.string(), e.what());
+    switch (e.code()) {
+      case Code::kNotFound:
+        throw NotFoundError(message);
+      case Code::kResourceExhausted:
+        throw ResourceExhaustedError(message);
+      case Code::kFailedPrecondition:
+        throw FailedPreconditionError(message);
+      default:
+        throw FileError(message);
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 std::string render_report(const LogdirIndex& index, const ReportOptions& options) {
@@ -248,10 +394,14 @@ ReportStats write_report(const std::filesystem::path& logdir, const std::filesys
                          const ReportOptions& options) {
   LogdirIndex index(logdir);
   index.refresh();
+  check_has_events(index);
   std::string html;
   const ReportData data = render(index, options, html);
-  trainhooks::internal::write_file_atomically(output.string(), html);
-  return {.runs = data.runs, .tags = data.tags, .bytes = static_cast<int64_t>(html.size())};
+  const bool directly = write_output(output, html);
+  return {.runs = data.runs,
+          .tags = data.tags,
+          .bytes = static_cast<int64_t>(html.size()),
+          .written_directly = directly};
 }
 
 }  // namespace trainhooks::board

@@ -324,15 +324,15 @@ TEST_F(BoardApiTest, BadRequestsAreRefusedWithStatusAndMessage) {
       {"/api/scalars",
        {{"run", "../x"}, {"tag", "loss"}},
        400,
-       "invalid run name '../x': contains '..'"},
+       "invalid run name '../x': has a '..' component"},
       {"/api/scalars",
        {{"run", ".."}, {"tag", "loss"}},
        400,
-       "invalid run name '..': contains '..'"},
+       "invalid run name '..': has a '..' component"},
       {"/api/images",
        {{"run", "a/../../etc"}, {"tag", "x"}},
        400,
-       "invalid run name 'a/../../etc': contains '..'"},
+       "invalid run name 'a/../../etc': has a '..' component"},
       {"/api/scalars",
        {{"run", "/etc"}, {"tag", "loss"}},
        400,
@@ -489,6 +489,26 @@ TEST_F(BoardApiTest, TheLogDirectoryItselfIsTheRunNamedDot) {
   write_scalars(".", "loss", {1, 2});
   EXPECT_EQ(get("/api/runs")["runs"][0]["name"], ".");
   EXPECT_EQ(get("/api/scalars", {{"run", "."}, {"tag", "loss"}})["values"], json({1, 2}));
+}
+
+TEST_F(BoardApiTest, NamesWithDotsInsideAComponentAreServed) {
+  // ".." refused by component, not as a substring: these name nothing above the log directory.
+  write_scalars("a..b", "x..y", {1});
+  write_scalars("exp/v1..v2", "../t", {2});
+  write_scalars("...", "..", {3});
+  const json runs = get("/api/runs")["runs"];
+  ASSERT_EQ(runs.size(), 3u);
+  EXPECT_EQ(runs[0]["name"], "...");
+  EXPECT_EQ(runs[1]["name"], "a..b");
+  EXPECT_EQ(runs[2]["name"], "exp/v1..v2");
+  EXPECT_EQ(get("/api/scalars", {{"run", "a..b"}, {"tag", "x..y"}})["values"], json({1}));
+  EXPECT_EQ(get("/api/scalars", {{"run", "exp/v1..v2"}, {"tag", "../t"}})["values"], json({2}));
+  EXPECT_EQ(get("/api/scalars", {{"run", "..."}, {"tag", ".."}})["values"], json({3}));
+  for (const std::string run : {"..", "../a..b", "a..b/..", "exp/../a..b", "exp/v1..v2/../.."}) {
+    SCOPED_TRACE(run);
+    EXPECT_EQ(error("/api/scalars", {{"run", run}, {"tag", "x..y"}}),
+              std::make_pair(400, "invalid run name '" + run + "': has a '..' component"));
+  }
 }
 
 TEST(BoardApiJsonTest, StringsAreEscapedAndInvalidUtf8Replaced) {

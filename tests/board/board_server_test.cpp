@@ -9,6 +9,7 @@
 #include <httplib.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <random>
@@ -17,7 +18,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "board/access.h"
 #include "board/assets.h"
+#include "board/raw_http_client.h"
 #include "trainhooks/errors.h"
 #include "trainhooks/summary/event_writer.h"
 #include "trainhooks/testing/fake_env.h"
@@ -30,6 +33,8 @@ using nlohmann::json;
 using summary::EventWriter;
 using Clock = std::chrono::steady_clock;
 
+using trainhooks::board::testing::RawConnection;
+using trainhooks::board::testing::RawResponse;
 using trainhooks::summary::testing::TempDir;
 
 class BoardServerTest : public ::testing::Test {
@@ -128,13 +133,13 @@ TEST_F(BoardServerTest, NothingButThePageAndTheApiIsServed) {
   res = c.Get("/api/scalars?run=%2e%2e&tag=loss");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 400);
-  EXPECT_EQ(json::parse(res->body)["error"], "invalid run name '..': contains '..'");
+  EXPECT_EQ(json::parse(res->body)["error"], "invalid run name '..': has a '..' component");
   res = c.Get("/api/scalars?run=..%2Ftrain&tag=loss");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 400);
 }
 
-TEST_F(BoardServerTest, ALoopbackBoardRefusesRequestsAddressedToOtherHosts) {
+TEST_F(BoardServerTest, ALoopbackBoardAnswersOnlyItsLoopbackNames) {
   // A page elsewhere that points its own name at 127.0.0.1 (DNS rebinding) reads nothing.
   auto server = start();
   auto c = client(*server);
@@ -144,17 +149,90 @@ TEST_F(BoardServerTest, ALoopbackBoardRefusesRequestsAddressedToOtherHosts) {
   EXPECT_EQ(res->status, 403);
   EXPECT_EQ(json::parse(res->body)["error"],
             "host 'attacker.example:" + port +
-                "' refused: a board listening on 127.0.0.1 answers requests to localhost only "
-                "(serve others with --host)");
-  res = c.Get("/", {{"Host", "attacker.example"}});
-  ASSERT_TRUE(res);
-  EXPECT_EQ(res->status, 403);
-  for (const std::string& host : {"localhost:" + port, "127.0.0.1:" + port, "[::1]:" + port}) {
+                "' refused: a board listening on 127.0.0.1 answers requests to localhost, "
+                "127.0.0.1, [::1] only (allow others with --allow-host)");
+  // Names that merely start like a loopback one, and a port that is not a number.
+  for (const std::string& host : std::vector<std::string>{
+           "attacker.example", "127.0.0.1.evil.example:" + port, "127.evil.example",
+           "127.0.0.1:" + port + ".evil.example", "127.", "127.0.0.1 evil.example", "127.0.0.2",
+           "localhost.evil.example", "localhost:", "localhost:x", "[::1]x", "[::1", "0x7f.1", ""}) {
+    SCOPED_TRACE(host);
+    res = c.Get("/", {{"Host", host}});
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 403);
+  }
+  for (const std::string& host :
+       std::vector<std::string>{"localhost:" + port, "127.0.0.1:" + port, "[::1]:" + port,
+                                "localhost", "127.0.0.1", "[::1]", "LocalHost:8080"}) {
     SCOPED_TRACE(host);
     res = c.Get("/api/runs", {{"Host", host}});
     ASSERT_TRUE(res);
     EXPECT_EQ(res->status, 200);
   }
+}
+
+TEST_F(BoardServerTest, AllowedHostsAreAnsweredBesideTheLoopbackNames) {
+  auto server = start({.allowed_hosts = {"Board.LAN", "[fe80::1]"}});
+  auto c = client(*server);
+  for (const std::string host : {"board.lan", "BOARD.lan:6006", "[fe80::1]:80", "localhost"}) {
+    SCOPED_TRACE(host);
+    const auto res = c.Get("/api/runs", {{"Host", host}});
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 200);
+  }
+  for (const std::string host : {"board.lan.evil.example", "evil.board.lan", "fe80::1"}) {
+    SCOPED_TRACE(host);
+    const auto res = c.Get("/api/runs", {{"Host", host}});
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 403);
+    EXPECT_THAT(json::parse(res->body)["error"].get<std::string>(),
+                ::testing::EndsWith("answers requests to localhost, 127.0.0.1, [::1], board.lan, "
+                                    "[fe80::1] only (allow others with --allow-host)"));
+  }
+}
+
+// What a board listening beyond loopback does differently, without listening there.
+TEST(BoardAccessTest, ABoardOnTheNetworkSaysSoOnItsPage) {
+  const std::string page(find_asset("/")->data);
+  EXPECT_EQ(internal::served_page("127.0.0.1"), page);
+  EXPECT_EQ(internal::served_page("localhost"), page);
+  const std::string exposed = internal::served_page("0.0.0.0");
+  const std::string banner =
+      "<div id=\"network-warning\" class=\"network-warning\" role=\"alert\">This board listens on "
+      "0.0.0.0 and is reachable from the network: anyone who can reach its port can read these "
+      "runs (there is no authentication).</div>";
+  EXPECT_THAT(exposed, ::testing::HasSubstr("</header>\n" + banner + "\n<div class=\"layout\">"));
+  EXPECT_THAT(internal::served_page("<b>"), ::testing::HasSubstr("listens on &lt;b> and"));
+}
+
+TEST(BoardAccessTest, ABoardOnTheNetworkAnswersAnyNameUnlessTold) {
+  const internal::HostCheck any("0.0.0.0", {});
+  EXPECT_EQ(any.refusal("gpu-box.example:6006"), std::nullopt);
+  EXPECT_EQ(any.refusal(""), std::nullopt);
+  const internal::HostCheck named("0.0.0.0", {"gpu-box.example"});
+  EXPECT_EQ(named.refusal("gpu-box.example:6006"), std::nullopt);
+  EXPECT_EQ(named.refusal("localhost:6006"), std::nullopt);
+  EXPECT_EQ(named.refusal("rebound.example"),
+            "host 'rebound.example' refused: a board listening on 0.0.0.0 answers requests to "
+            "localhost, 127.0.0.1, [::1], gpu-box.example only (allow others with --allow-host)");
+  // The address listened on is a name too.
+  const internal::HostCheck address("192.168.1.5", {"gpu-box"});
+  EXPECT_EQ(address.refusal("192.168.1.5:6006"), std::nullopt);
+  const internal::HostCheck loopback("127.0.0.2", {});
+  EXPECT_EQ(loopback.refusal("127.0.0.2:6006"), std::nullopt);
+  EXPECT_NE(loopback.refusal("127.0.0.3:6006"), std::nullopt);
+  const internal::HostCheck v6("::1", {"fe80::1"});
+  EXPECT_EQ(v6.refusal("[::1]:6006"), std::nullopt);
+  EXPECT_EQ(v6.refusal("[FE80::1]:6006"), std::nullopt);
+
+  EXPECT_TRUE(is_loopback_host("127.0.0.1"));
+  EXPECT_TRUE(is_loopback_host("127.1.2.3"));
+  EXPECT_TRUE(is_loopback_host("::1"));
+  EXPECT_TRUE(is_loopback_host("LOCALHOST"));
+  EXPECT_FALSE(is_loopback_host("0.0.0.0"));
+  EXPECT_FALSE(is_loopback_host("::"));
+  EXPECT_FALSE(is_loopback_host("127.evil.example"));
+  EXPECT_FALSE(is_loopback_host("192.168.1.5"));
 }
 
 TEST_F(BoardServerTest, MethodsOtherThanGetAreNotAllowed) {
@@ -164,12 +242,211 @@ TEST_F(BoardServerTest, MethodsOtherThanGetAreNotAllowed) {
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 405);
   EXPECT_EQ(res->get_header_value("Allow"), "GET, HEAD");
+  EXPECT_EQ(json::parse(res->body)["error"], "method POST not allowed (only GET)");
   res = c.Delete("/");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 405);
   res = c.Put("/board.js", "x", "text/plain");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 405);
+  res = c.Options("/");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 405);
+  res = c.Head("/board.js");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+}
+
+TEST_F(BoardServerTest, RequestBodiesAreRefusedUnread) {
+  auto server = start();
+  const std::string head = "Host: 127.0.0.1\r\n";
+  {
+    // 200 MiB announced: the answer comes before any of it is sent, then the connection closes.
+    RawConnection c(server->port());
+    ASSERT_TRUE(c.send("POST /api/runs HTTP/1.1\r\n" + head + "Content-Length: 209715200\r\n\r\n"));
+    const RawResponse r = c.read_response(std::chrono::seconds(5));
+    EXPECT_EQ(r.status, 413) << r.head;
+    EXPECT_EQ(json::parse(r.body)["error"],
+              "request body refused: the board takes none (Content-Length: 209715200; at most "
+              "4096 bytes are even answered)");
+    EXPECT_TRUE(r.closed);
+    // The server reads none of it: a client sending it anyway is cut off long before the end.
+    const std::string mib(1 << 20, 'x');
+    int sent = 0;
+    while (sent < 200 && c.send(mib)) ++sent;
+    EXPECT_LT(sent, 200);
+  }
+  {
+    // A client that waits for "100 Continue" is answered at once instead.
+    RawConnection c(server->port());
+    ASSERT_TRUE(c.send("PUT /x HTTP/1.1\r\n" + head +
+                       "Content-Length: 209715200\r\nExpect: 100-continue\r\n\r\n"));
+    const RawResponse r = c.read_response(std::chrono::seconds(5));
+    EXPECT_EQ(r.status, 413) << r.head;
+    EXPECT_TRUE(r.closed);
+  }
+  for (const std::string& request : std::vector<std::string>{
+           "GET /api/runs HTTP/1.1\r\n" + head + "Content-Length: 5\r\n\r\nhello",
+           "HEAD / HTTP/1.1\r\n" + head + "Content-Length: 1\r\n\r\nx",
+           "GET / HTTP/1.1\r\n" + head +
+               "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+           "POST / HTTP/1.1\r\n" + head + "Transfer-Encoding: chunked\r\n\r\n"}) {
+    SCOPED_TRACE(request);
+    RawConnection c(server->port());
+    ASSERT_TRUE(c.send(request));
+    const RawResponse r = c.read_response(std::chrono::seconds(5), request.starts_with("HEAD"));
+    EXPECT_EQ(r.status, 413) << r.head;
+    EXPECT_TRUE(r.closed);
+  }
+  // A small body on another method is a 405, and its bytes are never taken for a request.
+  RawConnection c(server->port());
+  ASSERT_TRUE(c.send("POST / HTTP/1.1\r\n" + head +
+                     "Content-Length: 37\r\n\r\nGET /api/runs HTTP/1.1\r\nHost: x\r\n\r\n"));
+  const RawResponse r = c.read_response(std::chrono::seconds(5));
+  EXPECT_EQ(r.status, 405) << r.head;
+  EXPECT_TRUE(r.closed);
+}
+
+TEST_F(BoardServerTest, AtMostOneRangeIsServed) {
+  auto server = start();
+  const Asset* js = find_asset("/board.js");
+  auto c = client(*server);
+  auto res = c.Get("/board.js", {{"Range", "bytes=0-9"}});
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 206);
+  EXPECT_EQ(res->body, js->data.substr(0, 10));
+  // 200 overlapping ranges would be 200 copies; the whole file is sent once instead.
+  std::string ranges = "bytes=0-";
+  for (int i = 0; i < 199; ++i) ranges += ",0-";
+  res = c.Get("/board.js", {{"Range", ranges}});
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(res->body, js->data);
+  res = c.Get("/board.js", {{"Range", "bytes=0-0,5-9"}});
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(res->body.size(), js->data.size());
+  // An error is whole too.
+  res = c.Get("/nope", {{"Range", "bytes=0-3"}});
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 404);
+  EXPECT_EQ(json::parse(res->body)["error"], "not found: '/nope'");
+  res = c.Get("/api/runs", {{"Range", "bytes=0-0"}});
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 206);
+  EXPECT_EQ(res->body, "{");
+}
+
+TEST_F(BoardServerTest, IdleConnectionsGiveWayToRequests) {
+  // Four threads and twenty idle connections, each of which the server would otherwise keep for
+  // a minute: the request behind them is answered.
+  auto server = start({.limits = {.workers = 4, .idle_timeout_secs = 60}});
+  std::vector<RawConnection> idle;
+  for (int i = 0; i < 20; ++i) {
+    idle.emplace_back(server->port());
+    ASSERT_TRUE(idle.back().connected());
+  }
+  // Some kept alive after a request of their own.
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(idle[i].send("GET /api/runs HTTP/1.1\r\nHost: localhost\r\n\r\n"));
+    EXPECT_EQ(idle[i].read_response(std::chrono::seconds(5)).status, 200);
+  }
+  auto c = client(*server);
+  c.set_read_timeout(5);  // well below the idle connections' minute
+  const auto res = c.Get("/api/runs");
+  ASSERT_TRUE(res) << httplib::to_string(res.error());
+  EXPECT_EQ(res->status, 200);
+}
+
+TEST_F(BoardServerTest, SlowRequestsGiveWayToOthers) {
+  // Two threads, both held by requests that arrive a header line at a time and would be given a
+  // minute: once a request waits for a thread, those that have taken over a second are cut off.
+  auto server = start({.limits = {.workers = 2, .request_timeout_secs = 60}});
+  std::vector<RawConnection> slow;
+  for (int i = 0; i < 4; ++i) {
+    slow.emplace_back(server->port());
+    ASSERT_TRUE(slow.back().send("GET /api/runs HTTP/1.1\r\nHost: localhost\r\n"));
+  }
+  std::atomic<bool> done = false;
+  std::thread trickle([&] {
+    for (int n = 0; !done; ++n) {
+      for (RawConnection& c : slow) c.send("X-Slow-" + std::to_string(n) + ": 1\r\n");
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  auto c = client(*server);
+  c.set_read_timeout(10);  // well below the slow requests' minute
+  const auto res = c.Get("/api/runs");
+  done = true;
+  trickle.join();
+  ASSERT_TRUE(res) << httplib::to_string(res.error());
+  EXPECT_EQ(res->status, 200);
+  int cut_off = 0;
+  for (RawConnection& s : slow) {
+    cut_off += s.receive(std::chrono::milliseconds(100)).starts_with("HTTP/1.1 408 ");
+  }
+  EXPECT_GE(cut_off, 2);
+}
+
+TEST_F(BoardServerTest, IdleConnectionsAreClosed) {
+  auto server = start({.limits = {.idle_timeout_secs = 0.2}});
+  RawConnection never_asked(server->port());
+  RawConnection kept_alive(server->port());
+  ASSERT_TRUE(kept_alive.send("GET /api/runs HTTP/1.1\r\nHost: localhost\r\n\r\n"));
+  EXPECT_EQ(kept_alive.read_response(std::chrono::seconds(5)).status, 200);
+  EXPECT_TRUE(never_asked.closed_within(std::chrono::seconds(5)));
+  EXPECT_TRUE(kept_alive.closed_within(std::chrono::seconds(5)));
+}
+
+TEST_F(BoardServerTest, ASlowRequestIsCutOffAt408) {
+  auto server = start({.limits = {.request_timeout_secs = 0.3}});
+  RawConnection slow(server->port());
+  ASSERT_TRUE(slow.send("GET /api/runs HTTP/1.1\r\n"));
+  // A header line every 50 ms, each well within any per-read timeout, never ends the request.
+  std::string received;
+  for (int i = 0; i < 100 && received.empty() && !slow.closed(); ++i) {
+    if (!slow.send("X-Slow-" + std::to_string(i) + ": 1\r\n")) break;
+    received = slow.receive(std::chrono::milliseconds(50));
+  }
+  EXPECT_THAT(received, ::testing::StartsWith("HTTP/1.1 408 Request Timeout\r\n"));
+  EXPECT_TRUE(slow.closed_within(std::chrono::seconds(5)));
+  // Others were answered meanwhile and after.
+  const auto res = client(*server).Get("/api/runs");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+}
+
+TEST_F(BoardServerTest, OversizedHeadersAre431) {
+  auto server = start();
+  RawConnection c(server->port());
+  std::string request = "GET / HTTP/1.1\r\nHost: localhost\r\n";
+  while (request.size() < 80 * 1024) request += "X-Filler: " + std::string(1000, 'y') + "\r\n";
+  c.send(request);
+  const std::string received = c.receive(std::chrono::seconds(5));
+  EXPECT_THAT(received, ::testing::StartsWith("HTTP/1.1 431 Request Header Fields Too Large\r\n"));
+}
+
+TEST_F(BoardServerTest, StopIsPromptWhateverTheClientsDo) {
+  auto server = start({.limits = {.idle_timeout_secs = 60, .request_timeout_secs = 60}});
+  std::vector<RawConnection> clients;
+  for (int i = 0; i < 16; ++i) {
+    clients.emplace_back(server->port());
+    clients.back().send("GET / HTTP/1.1\r\nX-Slow: 1\r\n");  // headers never finished
+  }
+  for (int i = 0; i < 16; ++i) {
+    clients.emplace_back(server->port());
+    clients.back().send("POST / HTTP/1.1\r\nHost: localhost\r\nContent-Length: 10\r\n\r\n");
+  }
+  for (int i = 0; i < 30; ++i) clients.emplace_back(server->port());  // idle
+  // One that asks for a large answer and never reads it.
+  clients.emplace_back(server->port());
+  for (int i = 0; i < 200; ++i)
+    clients.back().send("GET /uPlot.iife.min.js HTTP/1.1\r\nHost: localhost\r\n\r\n");
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // all of them at the server
+  const auto begin = Clock::now();
+  server->stop();
+  EXPECT_LT(Clock::now() - begin, std::chrono::seconds(2));
+  for (RawConnection& c : clients) EXPECT_TRUE(c.closed_within(std::chrono::seconds(2)));
 }
 
 TEST_F(BoardServerTest, NewEventsAppearAfterABackgroundRefresh) {
@@ -232,6 +509,19 @@ TEST_F(BoardServerTest, OptionsAreCheckedWhenConstructed) {
   EXPECT_THROW(BoardServer(dir_.path(), {.port = 70000}), InvalidArgument);
   EXPECT_THROW(BoardServer(dir_.path(), {.port = -1}), InvalidArgument);
   EXPECT_THROW(BoardServer(dir_.path(), {.reload_interval_secs = 0}), InvalidArgument);
+  EXPECT_THROW(BoardServer(dir_.path(), {.reload_interval_secs = 1e300}), InvalidArgument);
+  EXPECT_THROW(BoardServer(dir_.path(), {.limits = {.workers = 0}}), InvalidArgument);
+  EXPECT_THROW(BoardServer(dir_.path(), {.limits = {.idle_timeout_secs = 0}}), InvalidArgument);
+  try {
+    BoardServer(dir_.path(), {.allowed_hosts = {"evil.example:80"}});
+    FAIL() << "accepted a port";
+  } catch (const InvalidArgument& e) {
+    EXPECT_STREQ(e.what(),
+                 "allowed host 'evil.example:80' is not a host name (letters, digits, '-', '_' "
+                 "and '.', or an IPv6 address; no port)");
+  }
+  EXPECT_THROW(BoardServer(dir_.path(), {.allowed_hosts = {""}}), InvalidArgument);
+  EXPECT_THROW(BoardServer(dir_.path(), {.allowed_hosts = {"a b"}}), InvalidArgument);
 }
 
 TEST_F(BoardServerTest, AMissingLogDirectoryFailsStart) {

@@ -11,8 +11,9 @@
 //
 // Bad requests get a 4xx with {"error": "<message>"}: 404 for an unknown endpoint, run or tag,
 // 400 for a missing, malformed or out-of-range parameter (max_points above 100000, a start_step
-// after end_step, a run name with "..", a NUL, a backslash or a leading '/'). Responses never
-// name a path outside the log directory.
+// after end_step, a run name with a ".." component, a NUL, a backslash or a leading '/': "a..b"
+// is a run like any other). Tags are only looked up, whatever they hold. Responses never name a
+// path outside the log directory.
 //
 // Thread safety: handle() may be called from several threads at once (the index is).
 #pragma once

@@ -32,12 +32,21 @@ struct ReportStats {
   int64_t runs = 0;
   int64_t tags = 0;  // over all runs: the scalar, histogram, image and text tags shown
   int64_t bytes = 0;
+  bool written_directly = false;  // into a character device or a FIFO, not a file put in place
 };
 
-// Reads `logdir` and writes the report to `output` crash-safe (temp, fsync, rename): `output` is
-// the old file or the whole new one, never a part. Throws InvalidArgument when `logdir` is not a
-// directory and the errors of util/atomic_file.h (naming the path) when `output` cannot be
-// written.
+// Reads `logdir` and writes the report to `output`:
+//   - a regular file (or none yet) is written crash-safe (temp, fsync, rename): `output` is the
+//     old file or the whole new one, never a part;
+//   - a symbolic link is followed: its target is written as above and the link stays;
+//   - a character device (/dev/stdout, /dev/null) or a FIFO is written into directly, never
+//     replaced (a FIFO that no process reads is an error rather than a wait);
+//   - a directory, a block device or a socket is refused.
+// Errors name `output` and what is wrong: InvalidArgument when `logdir` is not a directory,
+// NotFoundError when it holds no event files or `output`'s directory does not exist,
+// DataLossError when none of its event files holds an event, FailedPreconditionError for an
+// output refused, and the errors of util/atomic_file.h (ResourceExhaustedError for a full disk or
+// device, ...) when the write fails.
 ReportStats write_report(const std::filesystem::path& logdir, const std::filesystem::path& output,
                          const ReportOptions& options = {});
 
