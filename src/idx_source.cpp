@@ -34,16 +34,39 @@ namespace {
   throw FileError(message);
 }
 
+const char* file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a file";
+}
+
+// Opening a FIFO for reading waits for a writer, and a device may act on being opened: only
+// regular files (a symlink is followed) are read.
+void check_regular(const std::string& path, const struct stat& st) {
+  if (!S_ISREG(st.st_mode)) {
+    throw FailedPreconditionError(
+        fmt::format("Cannot read IDX file '{}': it is {}, not a regular file (plain or gzip)", path,
+                    file_kind(st.st_mode)));
+  }
+}
+
 // The uncompressed bytes of a plain or gzip file (one or more concatenated members), with the
 // offset reached in them for error messages.
 class ByteStream {
  public:
   explicit ByteStream(std::string path) : path_(std::move(path)) {
-    fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd_ < 0) fail_io("Cannot open", path_, errno);
     struct stat st {};
+    if (::stat(path_.c_str(), &st) != 0) fail_io("Cannot open", path_, errno);
+    check_regular(path_, st);
+    // O_NONBLOCK: should the file be replaced by a FIFO after the check, open returns at once
+    // and fstat refuses it. Reads of a regular file ignore the flag.
+    fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd_ < 0) fail_io("Cannot open", path_, errno);
     if (::fstat(fd_, &st) != 0) fail_io("Cannot stat", path_, errno);
-    if (S_ISDIR(st.st_mode)) fail_io("Cannot read", path_, EISDIR);
+    check_regular(path_, st);
     file_size_ = static_cast<uint64_t>(st.st_size);
     in_.resize(kInputChunk);
     while (in_end_ < 2 && fill()) {
@@ -75,6 +98,14 @@ class ByteStream {
     size_t got = gzip_ ? inflate_into(dst, n) : copy_into(dst, n);
     offset_ += got;
     return got;
+  }
+
+  // Reads to the end of the stream, discarding the bytes: a gzip stream's damage (its CRC-32)
+  // shows only there.
+  void skip_to_end() {
+    std::vector<uint8_t> scratch(size_t{1} << 16);
+    while (read(scratch.data(), scratch.size()) != 0) {
+    }
   }
 
  private:
@@ -319,10 +350,17 @@ IdxArray read_idx(const std::string& path, uint8_t rank, const char* layout) {
   // Reading past the data also makes zlib check the gzip trailer's CRC-32 and length.
   uint8_t extra = 0;
   if (in.read(&extra, 1) != 0) {
+    // Damage inside a gzip stream can make it inflate to more bytes than it holds: the rest is
+    // inflated first, so that such a stream is reported by zlib's check (a corrupt gzip stream),
+    // not as bytes after the data.
+    if (in.gzip()) {
+      in.skip_to_end();
+      ends_at();
+    }
     throw DataLossError(fmt::format(
         "IDX file '{}': unexpected bytes after the data at byte offset {}, where dimensions {} "
-        "({}) end",
-        path, header_size + size, shape, layout));
+        "({}) end{}",
+        path, header_size + size, shape, layout, note));
   }
   if (in.truncated()) {
     throw DataLossError(
@@ -413,6 +451,11 @@ std::shared_ptr<InputSource> idx_source(const std::string& images_path,
     }
   }
   check_positive("idx_source", "stddev", options.stddev);
+  if (options.num_classes < 1 || options.num_classes > 256) {
+    throw InvalidArgument(
+        fmt::format("idx_source: num_classes must be between 1 and 256 (labels are bytes), got {}",
+                    options.num_classes));
+  }
   IdxArray images = read_idx(images_path, 3, "images: count, rows, cols");
   IdxArray labels = read_idx(labels_path, 1, "labels: count");
   if (images.dims[0] != labels.dims[0]) {
@@ -420,6 +463,18 @@ std::shared_ptr<InputSource> idx_source(const std::string& images_path,
         "idx_source: the images file '{}' holds {} images but the labels file '{}' holds {} "
         "labels",
         images_path, images.dims[0], labels_path, labels.dims[0]));
+  }
+  // Here rather than in the loss at the first step that draws the label, where LibTorch names
+  // neither the file nor the example.
+  const auto bad = std::find_if(labels.data.begin(), labels.data.end(),
+                                [&](uint8_t v) { return v >= options.num_classes; });
+  if (bad != labels.data.end()) {
+    const auto index = static_cast<uint64_t>(bad - labels.data.begin());
+    throw DataLossError(fmt::format(
+        "IDX file '{}': label {} at index {} (byte offset {}) is out of range: with {} classes "
+        "(IdxOptions::num_classes) labels are 0 to {}",
+        labels_path, unsigned{*bad}, index, 8 + index, options.num_classes,
+        options.num_classes - 1));
   }
   return std::make_shared<IdxSource>(std::move(images), std::move(labels), options);
 }

@@ -6,10 +6,18 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <string>
 #include <vector>
 
@@ -19,6 +27,7 @@
 #include "trainhooks/session.h"
 
 namespace th = trainhooks;
+namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using th::testing::error_message;
 using th::testing::TempDir;
@@ -70,7 +79,7 @@ Bytes pixels() {
   p[1] = 255;
   return p;
 }
-const Bytes kLabels = {3, 0, 9, 200, 1};
+const Bytes kLabels = {3, 0, 9, 7, 1};
 Bytes images_file() { return idx_file({kCount, kRows, kCols}, pixels()); }
 Bytes labels_file() { return idx_file({kCount}, kLabels); }
 
@@ -127,8 +136,7 @@ TEST(IdxSourceTest, BatchesAreNormalisedFloatImagesWithAChannelAndInt64Labels) {
   EXPECT_EQ(floats(batch[0])[0], normalised(0));
   EXPECT_FLOAT_EQ(floats(batch[0])[0], -0.2860f / 0.3530f);
   EXPECT_FLOAT_EQ(floats(batch[0])[1], (1.0f - 0.2860f) / 0.3530f);
-  // Labels come as stored, also beyond the ten classes.
-  EXPECT_EQ(longs(batch[1]), (std::vector<int64_t>{3, 0, 9, 200, 1}));
+  EXPECT_EQ(longs(batch[1]), (std::vector<int64_t>{3, 0, 9, 7, 1}));
 }
 
 TEST(IdxSourceTest, BatchFollowsTheOrderOfTheIndicesWithRepeats) {
@@ -177,7 +185,7 @@ TEST(IdxSourceTest, GzipIsDetectedByItsMagicBytesNotTheName) {
   auto labels = write(dir, "labels.gz", labels_file());
   auto batch = th::idx_source(images, labels)->get_batch({1, 3});
   EXPECT_EQ(floats(batch[0]), expected_images({1, 3}, [](uint8_t v) { return normalised(v); }));
-  EXPECT_EQ(longs(batch[1]), (std::vector<int64_t>{0, 200}));
+  EXPECT_EQ(longs(batch[1]), (std::vector<int64_t>{0, 7}));
 }
 
 TEST(IdxSourceTest, ConcatenatedGzipMembersAreOneStream) {
@@ -212,9 +220,50 @@ TEST(IdxSourceTest, MissingFileIsNotFoundNamingThePath) {
             "Cannot open IDX file '" + missing + "': No such file or directory");
   EXPECT_EQ(error_message<th::NotFoundError>([&] { th::idx_source(f.images, missing); }),
             "Cannot open IDX file '" + missing + "': No such file or directory");
+}
+
+TEST(IdxSourceTest, DirectoriesAndDevicesAreRefusedNamingTheKind) {
+  Files f;
   EXPECT_EQ(
       error_message<th::FailedPreconditionError>([&] { th::idx_source(f.dir.path(), f.labels); }),
-      "Cannot read IDX file '" + f.dir.path() + "': Is a directory");
+      "Cannot read IDX file '" + f.dir.path() +
+          "': it is a directory, not a regular file (plain or gzip)");
+  EXPECT_EQ(
+      error_message<th::FailedPreconditionError>([&] { th::idx_source(f.images, "/dev/null"); }),
+      "Cannot read IDX file '/dev/null': it is a character device, not a regular file "
+      "(plain or gzip)");
+  // A symlink is followed: to a regular file it reads, to a directory it is refused.
+  fs::create_symlink(f.images, f.dir.file("images_link"));
+  EXPECT_EQ(th::idx_source(f.dir.file("images_link"), f.labels)->size(), 5u);
+  fs::create_directory_symlink(f.dir.path(), f.dir.file("dir_link"));
+  EXPECT_EQ(error_message<th::FailedPreconditionError>(
+                [&] { th::idx_source(f.images, f.dir.file("dir_link")); }),
+            "Cannot read IDX file '" + f.dir.file("dir_link") +
+                "': it is a directory, not a regular file (plain or gzip)");
+}
+
+// Opening a FIFO for reading waits for a writer: the load must refuse it at once. Should it block,
+// a writer that opens and closes the FIFO releases it, so the test ends either way.
+TEST(IdxSourceTest, AFifoIsRefusedWithoutBlocking) {
+  Files f;
+  const std::string fifo = f.dir.file("fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+  for (bool as_images : {true, false}) {
+    SCOPED_TRACE(as_images ? "images" : "labels");
+    auto load = std::async(std::launch::async, [&] {
+      return error_message<th::FailedPreconditionError>(
+          [&] { as_images ? th::idx_source(fifo, f.labels) : th::idx_source(f.images, fifo); });
+    });
+    if (load.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+      ADD_FAILURE() << "idx_source blocks on the FIFO " << fifo;
+      while (load.wait_for(std::chrono::milliseconds(10)) != std::future_status::ready) {
+        int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+        if (fd >= 0) ::close(fd);
+      }
+    }
+    EXPECT_EQ(load.get(), "Cannot read IDX file '" + fifo +
+                              "': it is a FIFO, not a regular file (plain or gzip)");
+  }
 }
 
 TEST(IdxSourceTest, WrongMagicDataTypeOrRankIsDataLossAtItsOffset) {
@@ -321,6 +370,80 @@ TEST(IdxSourceTest, CorruptGzipStreamIsDataLossAtItsUncompressedOffset) {
                 "block lengths");
 }
 
+// What zlib makes of a whole gzip stream: the bytes it inflates before it stops, and its message
+// when it stops on corrupt data ("" otherwise).
+struct Inflated {
+  size_t bytes = 0;
+  std::string error;
+};
+Inflated inflate_all(const Bytes& gz) {
+  z_stream z{};
+  EXPECT_EQ(inflateInit2(&z, 16 + 15), Z_OK);
+  Bytes out(1 << 16);
+  z.next_in = const_cast<uint8_t*>(gz.data());
+  z.avail_in = static_cast<uInt>(gz.size());
+  Inflated result;
+  for (;;) {
+    z.next_out = out.data();
+    z.avail_out = static_cast<uInt>(out.size());
+    int rc = inflate(&z, Z_NO_FLUSH);
+    if (rc == Z_OK) continue;
+    if (rc == Z_DATA_ERROR) result.error = z.msg;
+    break;
+  }
+  result.bytes = z.total_out;
+  inflateEnd(&z);
+  return result;
+}
+
+// Damage inside the compressed data may make the stream inflate to more than the header
+// describes before zlib's CRC-32 or distance check fails: it is a corrupt gzip stream, not bytes
+// after the data. (With a single byte more, zlib fails the check in the call that returns it.)
+TEST(IdxSourceTest, DamageThatLengthensAGzipStreamIsACorruptGzipStream) {
+  Files f;
+  // The stream of a file 10 bytes longer, with the checksum of the file itself: it decodes the
+  // extra bytes, then fails the check.
+  Bytes longer = images_file();
+  longer.resize(longer.size() + 10);
+  Bytes gz = gzip(longer);
+  Bytes crc = gzip(images_file());
+  std::copy(crc.end() - 8, crc.end() - 4, gz.end() - 8);
+  auto p = write(f.dir, "longer_bad_crc.gz", gz);
+  EXPECT_EQ(load_error(p, f.labels),
+            "IDX file '" + p +
+                "': corrupt gzip stream at byte offset 86 of the uncompressed data: incorrect data "
+                "check");
+
+  // Labels of 2000 images, one bit flipped in the middle of the compressed data: the first flip
+  // that makes zlib inflate 2 bytes or more past the data before it reports the damage.
+  constexpr uint32_t kMany = 2000;
+  Bytes labels(kMany);
+  uint32_t state = 1;
+  for (auto& l : labels)
+    l = static_cast<uint8_t>((state = state * 1103515245u + 12345u) >> 16) % 10;
+  Bytes whole = idx_file({kMany}, labels);
+  Bytes clean = gzip(whole);
+  Bytes damaged;
+  Inflated inflated;
+  for (size_t at = clean.size() / 3; at < clean.size() * 2 / 3 && damaged.empty(); ++at) {
+    for (int bit = 0; bit < 8; ++bit) {
+      Bytes d = clean;
+      d[at] ^= static_cast<uint8_t>(1 << bit);
+      inflated = inflate_all(d);
+      if (!inflated.error.empty() && inflated.bytes > whole.size() + 1) {
+        damaged = d;
+        break;
+      }
+    }
+  }
+  ASSERT_FALSE(damaged.empty()) << "no bit flip lengthens the stream";
+  auto images = write(f.dir, "many_images", idx_file({kMany, 1, 1}, Bytes(kMany, 0)));
+  p = write(f.dir, "damaged_labels.gz", damaged);
+  EXPECT_EQ(load_error(images, p), "IDX file '" + p + "': corrupt gzip stream at byte offset " +
+                                       std::to_string(inflated.bytes) +
+                                       " of the uncompressed data: " + inflated.error);
+}
+
 TEST(IdxSourceTest, BytesAfterTheDataAreDataLoss) {
   Files f;
   Bytes longer = images_file();
@@ -384,6 +507,39 @@ TEST(IdxSourceTest, ImageAndLabelCountsMustMatch) {
                                          "' holds 4 labels");
 }
 
+TEST(IdxSourceTest, LabelsBeyondTheClassesFailAtLoadNamingTheFirst) {
+  Files f;
+  Bytes labels = kLabels;
+  labels[3] = 200;
+  labels[4] = 10;
+  auto p = write(f.dir, "labels200", idx_file({kCount}, labels));
+  EXPECT_EQ(load_error(f.images, p),
+            "IDX file '" + p +
+                "': label 200 at index 3 (byte offset 11) is out of range: with 10 classes "
+                "(IdxOptions::num_classes) labels are 0 to 9");
+  // Checked after inflating, in gzip files too.
+  auto gz = write(f.dir, "labels200.gz", gzip(idx_file({kCount}, labels)));
+  EXPECT_EQ(load_error(f.images, gz),
+            "IDX file '" + gz +
+                "': label 200 at index 3 (byte offset 11) is out of range: with 10 classes "
+                "(IdxOptions::num_classes) labels are 0 to 9");
+  // num_classes moves the bound; 256 accepts every byte.
+  EXPECT_EQ(error_message<th::DataLossError>(
+                [&] { th::idx_source(f.images, f.labels, {.num_classes = 4}); }),
+            "IDX file '" + f.labels +
+                "': label 9 at index 2 (byte offset 10) is out of range: with 4 classes "
+                "(IdxOptions::num_classes) labels are 0 to 3");
+  EXPECT_EQ(th::idx_source(f.images, f.labels, {.num_classes = 10})->size(), 5u);
+  auto all = th::idx_source(f.images, p, {.num_classes = 256})->get_batch({0, 1, 2, 3, 4});
+  EXPECT_EQ(longs(all[1]), (std::vector<int64_t>{3, 0, 9, 200, 10}));
+  for (int bad : {0, -1, 257}) {
+    EXPECT_EQ(error_message<th::InvalidArgument>(
+                  [&] { th::idx_source(f.images, f.labels, {.num_classes = bad}); }),
+              "idx_source: num_classes must be between 1 and 256 (labels are bytes), got " +
+                  std::to_string(bad));
+  }
+}
+
 // ---- Fashion-MNIST -----------------------------------------------------------------------------
 
 TEST(FashionMnistSourceTest, MissingDirectoryOrFileNamesTheDebianPackage) {
@@ -415,7 +571,7 @@ TEST(FashionMnistSourceTest, ReadsTheSplitPreferringThePlainFile) {
   write(dir, "t10k-labels-idx1-ubyte.gz", gzip(idx_file({1}, {7})));
   auto train = th::fashion_mnist_source(dir.path(), th::FashionMnistSplit::kTrain);
   EXPECT_EQ(train->size(), 5u);
-  EXPECT_EQ(longs(train->get_batch({0, 3})[1]), (std::vector<int64_t>{3, 200}));
+  EXPECT_EQ(longs(train->get_batch({0, 3})[1]), (std::vector<int64_t>{3, 7}));
   auto test =
       th::fashion_mnist_source(dir.path(), th::FashionMnistSplit::kTest, {.normalize = false});
   EXPECT_EQ(floats(test->get_batch({0})[0]), std::vector<float>{1.0f});

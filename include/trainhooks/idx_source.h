@@ -17,13 +17,18 @@
 // Validation (every failure is a trainhooks error naming the file; nothing is allocated for
 // sizes the file cannot hold):
 //   - a missing file: NotFoundError;
+//   - anything but a regular file (a directory, a FIFO, a device; a symlink is followed):
+//     FailedPreconditionError, without opening it for reading, so a FIFO never blocks;
 //   - a wrong magic number, data type or number of dimensions, a truncated header or data, bytes
 //     after the data (inside the file or after the end of its gzip stream), a corrupt gzip stream:
-//     DataLossError naming the byte offset in the uncompressed stream where the file goes wrong;
+//     DataLossError naming the byte offset in the uncompressed stream where the file goes wrong
+//     (a damaged gzip stream is always reported as such, with zlib's message, even when the
+//     damage makes it inflate to more bytes than the header describes);
 //   - a header claiming more data than the file can hold: DataLossError before any allocation;
-//   - images and labels of different counts: DataLossError naming both files and counts.
-// Labels are returned as stored (0-255): whether they fit the model's classes is the model's
-// concern.
+//   - images and labels of different counts: DataLossError naming both files and counts;
+//   - a label >= IdxOptions::num_classes (10 by default): DataLossError naming the labels file,
+//     the first such label's index and its value, instead of a failure in the loss at the first
+//     step that draws it.
 //
 // get_batch only reads the source, so concurrent calls are safe.
 #pragma once
@@ -48,6 +53,9 @@ struct IdxOptions {
   bool normalize = true;
   double mean = kFashionMnistMean;
   double stddev = kFashionMnistStddev;
+  // Labels must be 0 to num_classes - 1 (MNIST's and Fashion-MNIST's ten classes by default);
+  // 1 to 256, and 256 accepts every byte.
+  int num_classes = 10;
 };
 
 // Images from an IDX3 file of unsigned bytes (magic 0x00000803: count, rows, cols) and labels

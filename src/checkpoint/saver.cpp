@@ -21,17 +21,18 @@ using internal::sidecar_path;
 
 namespace {
 
+// NotFoundError whatever is in place of a file (nothing, a directory, a FIFO): the checkpoint is
+// not there, as checkpoint_exists() says, and restore_latest falls back past it.
 void check_exists(const std::string& path) {
   for (const std::string& file : {path, sidecar_path(path)}) {
     std::error_code ec;
-    if (fs::is_directory(file, ec)) {
-      throw FileError(fmt::format(
-          "The passed save_path is not a valid checkpoint: {} ({} is a directory)", path, file));
-    }
-    if (!fs::is_regular_file(file, ec)) {
-      throw NotFoundError(fmt::format(
-          "The passed save_path is not a valid checkpoint: {} ({} does not exist)", path, file));
-    }
+    const fs::file_status status = fs::status(file, ec);
+    if (fs::is_regular_file(status)) continue;
+    throw NotFoundError(fmt::format("The passed save_path is not a valid checkpoint: {} ({} {})",
+                                    path, file,
+                                    fs::is_directory(status) ? "is a directory"
+                                    : fs::exists(status)     ? "is not a regular file"
+                                                             : "does not exist"));
   }
 }
 

@@ -404,7 +404,49 @@ TEST_F(CheckpointManagerTest, WithoutAStateFileCheckpointsOnDiskAreNamedRestored
                         " (it has no state file) can be restored; not starting from scratch"));
 }
 
-TEST_F(CheckpointManagerTest, ADirectoryInPlaceOfAFileIsAFileErrorNamingIt) {
+// A directory where the newest checkpoint's variables file or .trainstate should be: the
+// checkpoint is not there, as when the file is deleted, so the restore falls back past it with
+// the warning a corrupt or missing one gets.
+TEST_F(CheckpointManagerTest, ADirectoryInPlaceOfTheNewestCheckpointsFileFallsBack) {
+  Model m;
+  th::Session s(m.g);
+  th::CheckpointManager manager(dir.path(), manager_options());
+  m.steps(s, 1);
+  manager.save(s, 1);
+  const auto at_1 = m.values();
+  m.steps(s, 1);
+  manager.save(s, 2);
+  const std::string newest = manager.path_for(2);
+  size_t warned = 0;
+  for (const std::string& file : {newest, newest + ".trainstate"}) {
+    SCOPED_TRACE(file);
+    const std::string bytes = read_bytes(file);
+    fs::remove(file);
+    fs::create_directory(file);
+    Model fresh(2);
+    th::Session fresh_session(fresh.g);
+    th::CheckpointManager again(dir.path(), manager_options());
+    EXPECT_EQ(again.restore_latest(fresh_session), manager.path_for(1));
+    expect_same(fresh.values(), at_1);
+    EXPECT_EQ(fresh.g.global_step_value(), 1);
+    ASSERT_EQ(warnings().size(), ++warned);
+    EXPECT_EQ(warnings().back(), "Checkpoint " + newest +
+                                     " cannot be restored: The passed save_path is not a valid "
+                                     "checkpoint: " +
+                                     newest + " (" + file +
+                                     " is a directory). Falling back to the previous checkpoint.");
+    fs::remove(file);
+    write_bytes(file, bytes);
+  }
+  // The files back in place: the newest one restores again, without a warning.
+  Model fresh(2);
+  th::Session fresh_session(fresh.g);
+  EXPECT_EQ(th::CheckpointManager(dir.path(), manager_options()).restore_latest(fresh_session),
+            newest);
+  EXPECT_EQ(warnings().size(), warned);
+}
+
+TEST_F(CheckpointManagerTest, ADirectoryInPlaceOfAFileIsNamed) {
   Model m;
   th::Session s(m.g);
   th::CheckpointManager manager(dir.path(), manager_options());
@@ -412,9 +454,19 @@ TEST_F(CheckpointManagerTest, ADirectoryInPlaceOfAFileIsAFileErrorNamingIt) {
   const std::string side = dir.file("model.ckpt-1.trainstate");
   fs::remove(side);
   fs::create_directory(side);
-  EXPECT_EQ(th::testing::error_message<th::FileError>([&] { manager.restore_latest(s); }),
-            "The passed save_path is not a valid checkpoint: " + dir.file("model.ckpt-1") + " (" +
-                side + " is a directory)");
+  const std::string not_valid =
+      "The passed save_path is not a valid checkpoint: " + dir.file("model.ckpt-1") + " (" + side +
+      " is a directory)";
+  // The only checkpoint: nothing to fall back to, and no fresh start over it.
+  EXPECT_EQ(th::testing::error_message<th::DataLossError>([&] { manager.restore_latest(s); }),
+            "None of the 1 checkpoint(s) listed in " + dir.file("checkpoint") +
+                " can be restored; not starting from scratch over them. " + not_valid);
+  EXPECT_THAT(warnings(), ElementsAre("Checkpoint " + dir.file("model.ckpt-1") +
+                                      " cannot be restored: " + not_valid +
+                                      ". No earlier checkpoint is listed."));
+  EXPECT_EQ(th::testing::error_message<th::NotFoundError>(
+                [&] { th::Saver(m.g).restore(s, dir.file("model.ckpt-1")); }),
+            not_valid);
   EXPECT_EQ(th::testing::error_message<th::FileError>(
                 [&] { th::CheckpointReader reader(dir.file("model.ckpt-1")); }),
             "Cannot read checkpoint file '" + side + "': it is a directory");

@@ -160,7 +160,8 @@ class CheckpointManager {
   // (they stay unlisted, never deleted), and nullopt when there are none. DataLossError when
   // checkpoints are listed or found but none can be restored, or the state file cannot be parsed
   // (never a silent fresh start); FileError when it cannot be read (a directory in its place).
-  // Errors that are not about the files (a graph mismatch) propagate.
+  // Errors that are not about the files (a graph mismatch) propagate. A directory in place of a
+  // checkpoint's variables file or .trainstate counts as a missing file: it is skipped.
   std::optional<std::string> restore_latest(Session& session);
 
  private:

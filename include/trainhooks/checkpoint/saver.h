@@ -132,13 +132,14 @@ class Saver {
   // listed in its directory's state file, as save() does.
   static std::string write(SaverSnapshot snapshot);
 
-  // Logs `Restoring parameters from PATH`. NotFoundError naming a missing file, DataLossError
-  // naming a corrupt or truncated one, FailedPreconditionError for a newer format;
-  // NotFoundError or InvalidArgument naming a variable that is missing from the checkpoint or
-  // has another shape or dtype, or an optimizer state that does not fit. On any error nothing
-  // has changed. Extra variables in the file are ignored; state in the file for inputs,
-  // train ops and StateProvider keys the graph does not have is ignored with a warning, and
-  // those the file lacks are left as they are (with a warning for inputs and train ops).
+  // Logs `Restoring parameters from PATH`. NotFoundError naming a missing file (or a directory
+  // or other non-file in its place), DataLossError naming a corrupt or truncated one,
+  // FailedPreconditionError for a newer format; NotFoundError or InvalidArgument naming a
+  // variable that is missing from the checkpoint or has another shape or dtype, or an optimizer
+  // state that does not fit. On any error nothing has changed. Extra variables in the file are
+  // ignored; state in the file for inputs, train ops and StateProvider keys the graph does not
+  // have is ignored with a warning, and those the file lacks are left as they are (with a warning
+  // for inputs and train ops).
   void restore(Session& session, const std::string& path);
 
   // True when both files of the checkpoint at `path` exist.
