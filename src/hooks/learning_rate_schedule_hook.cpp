@@ -48,6 +48,8 @@ void LearningRateScheduleHook::begin() {
     writer_ = summary::EventWriter::for_logdir(options_.output_dir);
   optimizer_ = nullptr;
   plateau_ = nullptr;
+  pending_.reset();
+  held_.reset();
 }
 
 void LearningRateScheduleHook::after_create_session(Session&, Coordinator&) {
@@ -60,6 +62,10 @@ void LearningRateScheduleHook::after_create_session(Session&, Coordinator&) {
   for (const auto& [k, provider] : graph().state_providers()) {
     if (k == key) plateau_ = dynamic_cast<const ReduceLROnPlateauHook*>(provider);
   }
+  // A value held from the previous session's first run: its run was done.
+  if (held_) write(*std::exchange(held_, std::nullopt));
+  pending_.reset();
+  first_run_ = true;
   const int64_t step = graph().global_step_value();
   const double lr = apply(step);
   env().info(fmt::format("Learning rate of {}: {}; {:g} at step {}", graph().name(train_op_),
@@ -67,15 +73,39 @@ void LearningRateScheduleHook::after_create_session(Session&, Coordinator&) {
 }
 
 SessionRunArgs LearningRateScheduleHook::before_run(SessionRunContext&) {
+  // The session's first run is done, and with it SummarySaverHook's SessionLog START.
+  if (held_) write(*std::exchange(held_, std::nullopt));
   const int64_t step = graph().global_step_value();
   const double lr = apply(step);
-  // Written at the step this run ends on, as SummarySaverHook writes what a run computed (TF's
+  // Tagged with the step this run ends on, as SummarySaverHook writes what a run computed (TF's
   // stale global step + 1): the rate lines up with the loss of the same run in TensorBoard.
+  pending_.reset();
   if (writer_ && timer_.should_trigger_for_step(step + 1)) {
     timer_.update_last_triggered_step(step + 1);
-    writer_->add_scalar("learning_rate", static_cast<float>(lr), step + 1);
+    pending_ = Point{step + 1, static_cast<float>(lr)};
   }
   return {};
+}
+
+void LearningRateScheduleHook::after_run(SessionRunContext&, const SessionRunValues&) {
+  // SummarySaverHook writes SessionLog START in the first run's after_run, which may come after
+  // this hook's: the first run's value waits for the next run.
+  const bool first = std::exchange(first_run_, false);
+  if (!pending_) return;
+  if (first) {
+    held_ = pending_;
+  } else {
+    write(*pending_);
+  }
+  pending_.reset();
+}
+
+void LearningRateScheduleHook::end(Session&) {
+  if (held_) write(*std::exchange(held_, std::nullopt));
+}
+
+void LearningRateScheduleHook::write(const Point& point) {
+  writer_->add_scalar("learning_rate", point.value, point.step);
 }
 
 double LearningRateScheduleHook::apply(int64_t global_step) {

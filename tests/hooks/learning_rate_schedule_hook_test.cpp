@@ -6,6 +6,7 @@
 #include <torch/optim/sgd.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -178,6 +179,67 @@ TEST_F(LearningRateScheduleHookTest, ResumedRunTrainsWithTheRatesOfAnUninterrupt
   ASSERT_EQ(rates.size(), 10u);
   for (int64_t s = 0; s < 10; ++s) EXPECT_EQ(rates[s], std::make_pair(s, schedule(s)));
   EXPECT_EQ(after.first, straight.first);  // bit-identical weights
+}
+
+// TensorBoard's reader drops, at each SessionLog START at step s, the points read before it with
+// step >= s. The learning rate of a session's first run is tagged with the step SummarySaverHook
+// writes START at: written before START, the first point of every run and of every restart was
+// lost. Checked with the hook after SummarySaverHook (in `hooks`) and before it (a chief-only
+// hook), over a run and its restart.
+TEST_F(LearningRateScheduleHookTest,
+       TheRateIsWrittenAfterTheSessionStartMarkerSoTensorBoardKeepsIt) {
+  for (const bool before_summary_saver : {false, true}) {
+    SCOPED_TRACE(before_summary_saver ? "before SummarySaverHook" : "after SummarySaverHook");
+    th::testing::TempDir dir;
+    th::testing::TinyModel model;
+    auto train = [&](int64_t last_step) {
+      auto hook = std::make_shared<th::LearningRateScheduleHook>(
+          model.train, th::cosine_decay(0.1, 10),
+          th::LearningRateScheduleHookOptions{.every_n_steps = 2, .output_dir = dir.path()});
+      th::MonitoredTrainingSession sess(
+          model.g, {.checkpoint_dir = dir.path(),
+                    .hooks = before_summary_saver ? th::Hooks{} : th::Hooks{hook},
+                    .chief_only_hooks = before_summary_saver ? th::Hooks{hook} : th::Hooks{},
+                    .save_checkpoint_steps = 1000,
+                    .save_summaries_steps = 2,
+                    .log_step_count_steps = 0,
+                    .handle_preemption_signals = false,
+                    .env = fe.env()});
+      while (model.g.global_step_value() < last_step) sess.run(model.train, model.feed());
+    };
+    train(5);  // steps 0-4: rates tagged 1, 3, 5; START at 1
+    train(9);  // restored at 5, steps 5-8: rates tagged 6, 8; START at 6
+    th::summary::EventWriter::clear_cache();
+    std::map<int64_t, float> kept;
+    std::vector<int64_t> starts;
+    for (const auto& e : th::summary::read_events(dir.path())) {
+      if (e.session_log && e.session_log->status == th::summary::SessionStatus::kStart) {
+        starts.push_back(e.step);
+        kept.erase(kept.lower_bound(e.step), kept.end());
+      }
+      for (const auto& v : e.values)
+        if (v.tag == "learning_rate") kept[e.step] = static_cast<float>(v.scalar);
+    }
+    EXPECT_THAT(starts, ElementsAre(1, 6));
+    EXPECT_THAT(
+        kept, ElementsAre(Pair(1, 0.1f), Pair(3, static_cast<float>(th::cosine_decay(0.1, 10)(2))),
+                          Pair(5, static_cast<float>(th::cosine_decay(0.1, 10)(4))),
+                          Pair(6, static_cast<float>(th::cosine_decay(0.1, 10)(5))),
+                          Pair(8, static_cast<float>(th::cosine_decay(0.1, 10)(7)))));
+  }
+}
+
+// set_schedule: the next rate set, and the log of the next session creation, are the new
+// schedule's.
+TEST_F(LearningRateScheduleHookTest, SetScheduleAppliesFromTheNextStep) {
+  auto hook = std::make_shared<th::LearningRateScheduleHook>(m.train, th::constant(0.1));
+  auto recorder = std::make_shared<RateRecorder>(m.train);
+  auto sess = th::testing::chief_session(m.g, {hook, recorder}, fe.env());
+  sess->run(m.train, m.feed());
+  hook->set_schedule(th::constant(0.05));
+  EXPECT_EQ(hook->schedule().describe(), "constant(learning_rate=0.05)");
+  sess->run(m.train, m.feed());
+  EXPECT_THAT(recorder->seen, ElementsAre(Pair(0, 0.1), Pair(1, 0.05)));
 }
 
 TEST_F(LearningRateScheduleHookTest, RejectsBadOptions) {
