@@ -20,6 +20,7 @@
 #include <CLI/CLI.hpp>
 
 #include <charconv>
+#include <cstdio>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -153,6 +154,9 @@ CLI::Validator integer_at_least(int64_t min) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Each line as it is printed, also into a pipe or a log file, so that the `Loss value:` lines
+  // come out in order with the log lines (stderr, unbuffered).
+  std::setvbuf(stdout, nullptr, _IOLBF, BUFSIZ);
   Flags f;
   CLI::App app{
       "Trains y = W*x + b inside MonitoredTrainingSession with a hook that prints the "

@@ -18,8 +18,8 @@
 
 #include "trainhooks/checkpoint/saver.h"
 #include "trainhooks/checkpoint/variables.h"
-#include "trainhooks/summary/event_reader.h"
 #include "trainhooks/graph.h"
+#include "trainhooks/summary/event_reader.h"
 
 namespace th = trainhooks;
 namespace fs = std::filesystem;
@@ -188,6 +188,32 @@ TEST_F(SeedLinearRegressionTest, WritesSummariesEveryTenStepsAndLogsStepsPerSeco
   EXPECT_EQ(count, 9u);
 }
 
+// stdout is line-buffered into a pipe: with stderr in the same pipe, each `Loss value:` line comes
+// out where it was printed among the log lines (the 10th step's before the global_step/sec line
+// the 11th step logs, the 11th's after it), not in one block at the exit.
+TEST(SeedLinearRegressionOutputTest, LossLinesAndLogLinesComeOutInOrderIntoAPipe) {
+  std::string pattern = (fs::path(::testing::TempDir()) / "seed_order_XXXXXX").string();
+  ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
+  const fs::path dir = pattern;
+  const std::string binary = TRAINHOOKS_BINARY_DIR "/examples/seed_linear_regression";
+  auto r = run_command(shell_quoted(binary) + " --steps 21 --model " +
+                       shell_quoted((dir / "model.pt").string()) + " --logdir " +
+                       shell_quoted((dir / "logs").string()) + " 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  std::vector<int> losses_before_each_rate;
+  int losses = 0;
+  for (const auto& line : lines_of(r.out)) {
+    if (line.starts_with("Loss value: ")) ++losses;
+    if (line.starts_with("INFO:trainhooks:global_step/sec: "))
+      losses_before_each_rate.push_back(losses);
+  }
+  EXPECT_EQ(losses, 21);
+  EXPECT_EQ(losses_before_each_rate, (std::vector<int>{10, 20})) << r.out;
+  EXPECT_EQ(lines_of(r.out).front(), "Starting at global step 0") << r.out;
+  std::error_code ignored;
+  fs::remove_all(dir, ignored);
+}
+
 // A second run with the same checkpoint directory resumes where the first stopped, and ends with
 // the same bits as one uninterrupted run of the same total length.
 TEST(SeedLinearRegressionResumeTest, ASecondRunResumesFromTheFirstRunsCheckpoint) {
@@ -217,9 +243,12 @@ TEST(SeedLinearRegressionResumeTest, ASecondRunResumesFromTheFirstRunsCheckpoint
                                          (dir / "ckpt/model.ckpt-30").string() + "\n"));
   // The first run saves at creation, at 20 and at its end (30); the second, which does not
   // rewrite 30, saves 20 steps after it (50).
-  EXPECT_EQ(th::Saver::latest_checkpoint((dir / "ckpt").string()), (dir / "ckpt/model.ckpt-50").string());
+  EXPECT_EQ(th::Saver::latest_checkpoint((dir / "ckpt").string()),
+            (dir / "ckpt/model.ckpt-50").string());
   for (int step : {0, 20, 30, 50})
-    EXPECT_TRUE(th::Saver::checkpoint_exists((dir / ("ckpt/model.ckpt-" + std::to_string(step))).string())) << step;
+    EXPECT_TRUE(
+        th::Saver::checkpoint_exists((dir / ("ckpt/model.ckpt-" + std::to_string(step))).string()))
+        << step;
 
   th::Graph a, b;
   auto Wa = a.variable("W", at::zeros({1})), ba = a.variable("b", at::zeros({1}));
