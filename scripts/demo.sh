@@ -17,7 +17,7 @@ rm -rf "$OUT_DIR/fashion_mnist"
 echo "== Fashion-MNIST: $FASHION --minutes ${DEMO_MINUTES:-3} --logdir $OUT_DIR/fashion_mnist"
 "$FASHION" --minutes "${DEMO_MINUTES:-3}" --logdir "$OUT_DIR/fashion_mnist"
 echo
-echo "TensorBoard summaries of that run (tensorboard --logdir $OUT_DIR/fashion_mnist):"
+echo "Summaries of that run (the live board: $BUILD_DIR/tools/trainhooks board $OUT_DIR/fashion_mnist):"
 "$BUILD_DIR/tools/trainhooks" events "$OUT_DIR/fashion_mnist" || true
 echo
 echo "== The seed program: y = W·x + b in MonitoredTrainingSession(hooks = {MyHook})"
@@ -32,9 +32,14 @@ echo
 echo "Checkpoints in $OUT_DIR/ckpt:"
 "$BUILD_DIR/tools/trainhooks" checkpoint list "$OUT_DIR/ckpt" || true
 echo
-echo "TensorBoard summaries of the first run in $OUT_DIR/logs (tensorboard --logdir $OUT_DIR/logs):"
+echo "Summaries of the first run in $OUT_DIR/logs:"
 "$BUILD_DIR/tools/trainhooks" events "$OUT_DIR/logs"
 if /usr/bin/python3 -c "import torch" 2>/dev/null; then
   echo "The saved model, read back in Python with torch.load:"
   /usr/bin/python3 -c "import sys, torch; print({k: v.tolist() for k, v in torch.load(sys.argv[1]).items()})" "$OUT_DIR/model.pt"
 fi
+echo
+echo "To see the training curves in the browser (no Python needed), run"
+echo "  $BUILD_DIR/tools/trainhooks board $OUT_DIR"
+echo "and open http://localhost:6006, or write them into one HTML file:"
+echo "  $BUILD_DIR/tools/trainhooks report $OUT_DIR -o $OUT_DIR/report.html"
