@@ -140,7 +140,11 @@ TEST(PreemptionSecondSignalTest, EndsTheProcessAtOnceWithTheSecondSignal) {
     child.send(SIGTERM);
     const auto status = child.wait(20);
     ASSERT_TRUE(status) << "still running 20 s after two signals";
-    EXPECT_TRUE(WIFSIGNALED(*status) && WTERMSIG(*status) == SIGTERM)
+    // Either signal may end it. A signal stops being pending when a thread takes it, before
+    // that thread's handler has recorded it: on a busy machine the SIGTERM sent next can be
+    // recorded first, and then the first signal is the second one the process sees.
+    EXPECT_TRUE(WIFSIGNALED(*status) &&
+                (WTERMSIG(*status) == SIGTERM || WTERMSIG(*status) == first))
         << th::testing::describe_status(*status) << "\n"
         << th::testing::read_text(log);
     EXPECT_LT(seconds_since(start), 20);
