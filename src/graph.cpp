@@ -133,6 +133,32 @@ std::vector<Node> Graph::add_module(std::string name, std::shared_ptr<torch::nn:
   return out;
 }
 
+// InvalidArgument when `group`'s global batch does not divide among `num_shards`.
+static void check_global_batch(const internal::InputGroup& group, int64_t num_shards) {
+  const int64_t global = group.options.global_batch_size;
+  if (global > 0 && global % num_shards != 0) {
+    throw InvalidArgument(
+        fmt::format("input '{}': global_batch_size {} does not divide among {} shards", group.name,
+                    global, num_shards));
+  }
+}
+
+// Puts `group` in shard `index` of `num_shards`, its batch global_batch_size / num_shards where
+// it sets one.
+static void shard_input(internal::InputGroup& group, int64_t num_shards, int64_t index) {
+  auto& o = group.options;
+  check_global_batch(group, num_shards);
+  if (o.global_batch_size > 0) o.batch_size = o.global_batch_size / num_shards;
+  o.num_shards = num_shards;
+  o.shard_index = index;
+}
+
+// Whether Graph::shard_inputs() shards `group`: the program left it unsharded, or it did so before.
+static bool takes_graph_shard(const internal::InputGroup& group) {
+  return group.sharded_by_graph ||
+         (group.options.num_shards == 1 && group.options.shard_across_ranks);
+}
+
 InputNodes Graph::input(std::string name, std::shared_ptr<InputSource> source,
                         InputOptions options) {
   if (!source) throw InvalidArgument(fmt::format("input '{}': source is null", name));
@@ -146,6 +172,15 @@ InputNodes Graph::input(std::string name, std::shared_ptr<InputSource> source,
     throw InvalidArgument(fmt::format("input '{}': invalid shard_index {} for num_shards {}", name,
                                       options.shard_index, options.num_shards));
   }
+  if (options.global_batch_size < 0) {
+    throw InvalidArgument(
+        fmt::format("input '{}': invalid global_batch_size {}", name, options.global_batch_size));
+  }
+  if (options.global_batch_size > 0 && options.batch_size != 1) {
+    throw InvalidArgument(fmt::format(
+        "input '{}': batch_size {} and global_batch_size {} are both set; set one of them", name,
+        options.batch_size, options.global_batch_size));
+  }
   auto names = source->component_names();
   if (names.empty())
     throw InvalidArgument(fmt::format("input '{}': the source has no components", name));
@@ -158,6 +193,11 @@ InputNodes Graph::input(std::string name, std::shared_ptr<InputSource> source,
   group.name = name;
   group.source = std::move(source);
   group.options = options;
+  shard_input(group, options.num_shards, options.shard_index);
+  if (state_->num_shards > 1 && takes_graph_shard(group)) {
+    shard_input(group, state_->num_shards, state_->shard_index);
+    group.sharded_by_graph = true;
+  }
   InputNodes out;
   for (size_t i = 0; i < names.size(); ++i) {
     Node n = add_node(name + "/" + names[i], NodeKind::kInput);
@@ -351,6 +391,11 @@ InputPosition Graph::input_position(Node n) const {
   return state_->inputs[e.input_group].position;
 }
 
+const InputOptions& Graph::input_options(Node n) const {
+  const auto& e = entry_of_kind(*state_, n, NodeKind::kInput, "input_options");
+  return state_->inputs[e.input_group].options;
+}
+
 std::optional<int64_t> Graph::input_batches_left(Node n) const {
   const auto& e = entry_of_kind(*state_, n, NodeKind::kInput, "input_batches_left");
   return internal::batches_left(state_->inputs[e.input_group]);
@@ -358,7 +403,8 @@ std::optional<int64_t> Graph::input_batches_left(Node n) const {
 
 void Graph::set_input_position(Node n, const InputPosition& position) {
   const auto& e = entry_of_kind(*state_, n, NodeKind::kInput, "set_input_position");
-  if (position.epoch < 0 || position.offset < 0) {
+  if (position.epoch < 0 || position.offset < 0 ||
+      position.offset > static_cast<int64_t>(state_->inputs[e.input_group].source->size())) {
     throw InvalidArgument(
         fmt::format("set_input_position: invalid position (epoch {}, offset {}) for input '{}'",
                     position.epoch, position.offset, state_->inputs[e.input_group].name));
@@ -367,6 +413,25 @@ void Graph::set_input_position(Node n, const InputPosition& position) {
   g.position = position;
   g.batch_serial = 0;
 }
+
+void Graph::shard_inputs(int64_t num_shards, int64_t index) {
+  if (num_shards <= 0 || index < 0 || index >= num_shards) {
+    throw InvalidArgument(
+        fmt::format("shard_inputs: invalid shard index {} of {} shards", index, num_shards));
+  }
+  // Checked before any input changes.
+  for (const auto& group : state_->inputs)
+    if (takes_graph_shard(group)) check_global_batch(group, num_shards);
+  for (auto& group : state_->inputs) {
+    if (!takes_graph_shard(group)) continue;
+    shard_input(group, num_shards, index);
+    group.sharded_by_graph = num_shards > 1;
+  }
+  state_->num_shards = num_shards;
+  state_->shard_index = index;
+}
+
+int64_t Graph::num_shards() const { return state_->num_shards; }
 
 void Graph::initialize() {
   at::NoGradGuard no_grad;

@@ -36,6 +36,8 @@ struct GraphState {
   int32_t global_step = -1;
   int64_t global_step_value = 0;
   std::vector<InputGroup> inputs;
+  int64_t num_shards = 1;  // Graph::shard_inputs()
+  int64_t shard_index = 0;
   std::vector<TrainOp> train_ops;
   std::vector<std::shared_ptr<torch::nn::Module>> modules;
   std::map<std::string, StateProvider*, std::less<>> state_providers;

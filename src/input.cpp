@@ -78,25 +78,31 @@ void build_order(InputGroup& g) {
   g.order_epoch = g.position.epoch;
 }
 
-// The examples of one epoch that this group's shard reads: the same number for every shard, so
-// that the shards' epochs end at the same step (the last size % num_shards examples of each
-// epoch's order are left out, a different few each epoch when shuffled).
+// The examples of a whole epoch that each shard reads: the same number for every shard, so that
+// the shards' epochs end at the same step (the last size % num_shards examples of each epoch's
+// order are left out, a different few each epoch when shuffled).
 int64_t examples_per_shard(const InputGroup& g) {
-  const auto& o = g.options;
-  return static_cast<int64_t>(g.source->size()) / o.num_shards;
+  return static_cast<int64_t>(g.source->size()) / g.options.num_shards;
+}
+
+// The examples of this epoch each shard still reads, from the (global) position: what is left of
+// the epoch's order, shared out evenly. After a change in the number of shards that may leave out
+// a few more than size % num_shards at the end of that one epoch (fewer than num_shards).
+int64_t left_per_shard(const InputGroup& g) {
+  const auto size = static_cast<int64_t>(g.source->size());
+  return g.position.offset >= size ? 0 : (size - g.position.offset) / g.options.num_shards;
 }
 
 }  // namespace
 
 void next_batch(InputGroup& g) {
   const auto& o = g.options;
-  const int64_t per_shard = examples_per_shard(g);
   auto exhausted = [&] { return o.num_epochs > 0 && g.position.epoch >= o.num_epochs; };
   auto epoch_done = [&] {
-    int64_t left = per_shard - g.position.offset;
+    const int64_t left = left_per_shard(g);
     return left <= 0 || (o.drop_last && left < o.batch_size);
   };
-  if (per_shard == 0)
+  if (examples_per_shard(g) == 0)
     throw OutOfRangeError(
         fmt::format("End of input '{}': the dataset has no examples for this shard", g.name));
   if (!exhausted() && epoch_done()) {
@@ -108,30 +114,28 @@ void next_batch(InputGroup& g) {
         fmt::format("End of input '{}' after {} epoch(s)", g.name, g.position.epoch));
   }
   if (g.order_epoch != g.position.epoch) build_order(g);
-  int64_t k = std::min(o.batch_size, per_shard - g.position.offset);
+  const int64_t k = std::min(o.batch_size, left_per_shard(g));
   g.indices.resize(static_cast<size_t>(k));
-  for (int64_t i = 0; i < k; ++i)
-    g.indices[i] = g.order[o.shard_index + (g.position.offset + i) * o.num_shards];
+  const int64_t* first = g.order.data() + g.position.offset + o.shard_index;
+  for (int64_t i = 0; i < k; ++i) g.indices[i] = first[i * o.num_shards];
   auto batch = g.source->get_batch(g.indices);
   if (batch.size() != g.nodes.size()) {
     throw InternalError(fmt::format("input '{}': the source returned {} components, expected {}",
                                     g.name, batch.size(), g.nodes.size()));
   }
   g.batch = std::move(batch);
-  g.position.offset += k;
+  g.position.offset += k * o.num_shards;
 }
 
 std::optional<int64_t> batches_left(const InputGroup& g) {
   const auto& o = g.options;
   if (o.num_epochs <= 0) return std::nullopt;
-  const int64_t per_shard = examples_per_shard(g);
-  const int64_t per_epoch =
-      o.drop_last ? per_shard / o.batch_size : (per_shard + o.batch_size - 1) / o.batch_size;
   if (g.position.epoch >= o.num_epochs) return 0;
-  // Every batch but an epoch's last partial one is full, so the offset counts whole batches,
-  // rounded up for that partial one.
-  const int64_t taken = std::min(per_epoch, (g.position.offset + o.batch_size - 1) / o.batch_size);
-  return (o.num_epochs - g.position.epoch) * per_epoch - taken;
+  auto batches = [&](int64_t examples) {
+    return o.drop_last ? examples / o.batch_size : (examples + o.batch_size - 1) / o.batch_size;
+  };
+  return batches(left_per_shard(g)) +
+         (o.num_epochs - g.position.epoch - 1) * batches(examples_per_shard(g));
 }
 
 }  // namespace internal

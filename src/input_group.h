@@ -24,7 +24,8 @@ namespace trainhooks::internal {
 struct InputGroup {
   std::string name;
   std::shared_ptr<InputSource> source;
-  InputOptions options;
+  InputOptions options;  // as given, but for the shard and the batch of Graph::shard_inputs()
+  bool sharded_by_graph = false;  // its shard is the graph's (Graph::shard_inputs())
   InputPosition position;
   std::vector<Node> nodes;
   // The batch of the run that last pulled one (graph run serial), shared by the components.

@@ -7,7 +7,6 @@
 #include <string>
 #include <vector>
 
-#include "graph_internal.h"
 #include "trainhooks/checkpoint/checkpoint_manager.h"
 #include "trainhooks/distributed/agreed_stop_policy.h"
 #include "trainhooks/distributed/broadcast_variables_hook.h"
@@ -144,12 +143,7 @@ MonitoredTrainingSession::Parts MonitoredTrainingSession::assemble(
     parts.options.recoverable = false;
     if (!parts.options.stop_policy) parts.options.stop_policy = distributed::agreed_stop_policy(pg);
     // Each rank reads its own shard of every input that was not sharded by the program.
-    for (internal::InputGroup& input : internal::GraphInternal::state(graph).inputs) {
-      if (input.options.num_shards == 1 && input.options.shard_across_ranks) {
-        input.options.num_shards = pg->world_size();
-        input.options.shard_index = pg->rank();
-      }
-    }
+    graph.shard_inputs(pg->world_size(), pg->rank());
   }
 
   // The chief's checkpoints: one manager of checkpoint_dir, which restores at creation and which

@@ -4,6 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "trainhooks/data.h"
 #include "trainhooks/errors.h"
 #include "trainhooks/graph.h"
@@ -93,7 +98,8 @@ TEST(InputTest, RestoredPositionContinuesTheSameOrder) {
   InputFixture straight(10, o);
   th::Session s1(straight.g);
   std::vector<std::vector<int64_t>> expected;
-  for (int i = 0; i < 8; ++i) expected.push_back(values(s1.run(straight.batch[0])[straight.batch[0]]));
+  for (int i = 0; i < 8; ++i)
+    expected.push_back(values(s1.run(straight.batch[0])[straight.batch[0]]));
 
   InputFixture first(10, o);
   th::Session s2(first.g);
@@ -104,7 +110,8 @@ TEST(InputTest, RestoredPositionContinuesTheSameOrder) {
   InputFixture resumed(10, o);
   resumed.g.set_input_position(resumed.batch[1], pos);
   th::Session s3(resumed.g);
-  for (int i = 5; i < 8; ++i) EXPECT_EQ(values(s3.run(resumed.batch[0])[resumed.batch[0]]), expected[i]);
+  for (int i = 5; i < 8; ++i)
+    EXPECT_EQ(values(s3.run(resumed.batch[0])[resumed.batch[0]]), expected[i]);
 }
 
 TEST(InputTest, ShardsSplitEachEpoch) {
@@ -119,16 +126,112 @@ TEST(InputTest, ShardsSplitEachEpoch) {
   EXPECT_EQ(shard(1), (std::vector<int64_t>{1, 3, 5}));
 }
 
+// Positions count the examples of the epoch's order read by all shards together: a position of
+// W0 shards continued by W1 shards reads every example of the epoch once.
+TEST(InputTest, APositionOfSomeShardsContinuesOnAnotherNumberOfShards) {
+  const th::InputOptions o{.batch_size = 2, .shuffle = true, .seed = 9, .num_epochs = 1};
+  for (const auto& [w0, w1] :
+       std::vector<std::pair<int64_t, int64_t>>{{2, 1}, {1, 2}, {2, 4}, {4, 3}}) {
+    SCOPED_TRACE(::testing::Message() << w0 << " shards, then " << w1);
+    std::vector<int64_t> read;
+    th::InputPosition position;
+    for (int64_t r = 0; r < w0; ++r) {
+      InputFixture f(24, o);
+      f.g.shard_inputs(w0, r);
+      th::Session s(f.g);
+      for (int i = 0; i < 2; ++i) {
+        const auto batch = values(s.run(f.batch[0])[f.batch[0]]);
+        read.insert(read.end(), batch.begin(), batch.end());
+      }
+      if (r == 0) position = f.g.input_position(f.batch[0]);
+      EXPECT_EQ(f.g.input_position(f.batch[0]), position);  // the same on every shard
+    }
+    EXPECT_EQ(position, (th::InputPosition{0, 4 * w0}));
+    for (int64_t r = 0; r < w1; ++r) {
+      InputFixture f(24, o);
+      f.g.shard_inputs(w1, r);
+      f.g.set_input_position(f.batch[0], position);
+      EXPECT_EQ(f.g.input_batches_left(f.batch[0]), ((24 - 4 * w0) / w1 + 1) / 2);
+      th::Session s(f.g);
+      try {
+        for (;;) {
+          const auto batch = values(s.run(f.batch[0])[f.batch[0]]);
+          read.insert(read.end(), batch.begin(), batch.end());
+        }
+      } catch (const th::OutOfRangeError&) {
+      }
+    }
+    // Each example once; where what is left of the epoch does not divide among the new shards
+    // (4 then 3: 8 left), the last few of the order (here 2) are left out, as size % num_shards
+    // are in every epoch.
+    std::sort(read.begin(), read.end());
+    EXPECT_EQ(std::adjacent_find(read.begin(), read.end()), read.end());
+    EXPECT_EQ(static_cast<int64_t>(read.size()), 24 - (24 - 4 * w0) % w1);
+  }
+}
+
+TEST(InputTest, ShardInputsShardsWhatTheProgramLeftUnsharded) {
+  th::Graph g;
+  auto src = th::tensor_source({torch::arange(8)}, {"x"});
+  auto plain = g.input("plain", src, {.batch_size = 2});
+  auto own = g.input("own", src, {.batch_size = 2, .num_shards = 4, .shard_index = 3});
+  auto whole = g.input("whole", src, {.batch_size = 2, .shard_across_ranks = false});
+  auto global = g.input("global", src, {.global_batch_size = 4});
+  EXPECT_EQ(g.num_shards(), 1);
+  g.shard_inputs(2, 1);
+  auto later = g.input("later", src, {.batch_size = 2});
+  EXPECT_EQ(g.num_shards(), 2);
+  auto shard = [&](th::InputNodes n) {
+    const auto& o = g.input_options(n[0]);
+    return std::vector<int64_t>{o.num_shards, o.shard_index, o.batch_size};
+  };
+  EXPECT_EQ(shard(plain), (std::vector<int64_t>{2, 1, 2}));
+  EXPECT_EQ(shard(own), (std::vector<int64_t>{4, 3, 2}));
+  EXPECT_EQ(shard(whole), (std::vector<int64_t>{1, 0, 2}));
+  EXPECT_EQ(shard(global), (std::vector<int64_t>{2, 1, 2}));  // 4 in all, 2 a shard
+  EXPECT_EQ(shard(later), (std::vector<int64_t>{2, 1, 2}));
+  g.shard_inputs(4, 0);  // again: the graph's shards follow, the program's stay
+  EXPECT_EQ(shard(plain), (std::vector<int64_t>{4, 0, 2}));
+  EXPECT_EQ(shard(own), (std::vector<int64_t>{4, 3, 2}));
+  EXPECT_EQ(shard(global), (std::vector<int64_t>{4, 0, 1}));
+  g.shard_inputs(1, 0);
+  EXPECT_EQ(shard(plain), (std::vector<int64_t>{1, 0, 2}));
+  EXPECT_EQ(shard(global), (std::vector<int64_t>{1, 0, 4}));
+
+  auto message = [](auto&& fn) {
+    try {
+      fn();
+    } catch (const th::InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    return std::string("<no error>");
+  };
+  EXPECT_EQ(message([&] { g.shard_inputs(3, 0); }),
+            "input 'global': global_batch_size 4 does not divide among 3 shards");
+  EXPECT_EQ(shard(plain), (std::vector<int64_t>{1, 0, 2}));  // nothing changed
+  EXPECT_EQ(message([&] { g.shard_inputs(2, 2); }),
+            "shard_inputs: invalid shard index 2 of 2 shards");
+  EXPECT_EQ(message([&] { g.input("both", src, {.batch_size = 2, .global_batch_size = 4}); }),
+            "input 'both': batch_size 2 and global_batch_size 4 are both set; set one of them");
+  EXPECT_EQ(message([&] {
+              g.input("odd", src, {.global_batch_size = 4, .num_shards = 3, .shard_index = 0});
+            }),
+            "input 'odd': global_batch_size 4 does not divide among 3 shards");
+}
+
 TEST(InputTest, BadOptionsAndSourcesAreRejected) {
   th::Graph g;
   auto src = th::tensor_source({torch::arange(4)}, {"x"});
   EXPECT_THROW(g.input("a", src, {.batch_size = 0}), th::InvalidArgument);
   EXPECT_THROW(g.input("a", src, {.num_shards = 2, .shard_index = 2}), th::InvalidArgument);
   EXPECT_THROW(g.input("a", nullptr), th::InvalidArgument);
-  EXPECT_THROW(th::tensor_source({torch::arange(4), torch::arange(3)}, {"x", "y"}), th::InvalidArgument);
+  EXPECT_THROW(th::tensor_source({torch::arange(4), torch::arange(3)}, {"x", "y"}),
+               th::InvalidArgument);
   EXPECT_THROW(th::tensor_source({torch::arange(4)}, {"x", "y"}), th::InvalidArgument);
   auto in = g.input("a", src);
   EXPECT_THROW(g.set_input_position(in[0], {-1, 0}), th::InvalidArgument);
+  EXPECT_THROW(g.set_input_position(in[0], {0, 5}), th::InvalidArgument);  // past the 4 examples
+  EXPECT_THROW(g.input("b", src, {.global_batch_size = -1}), th::InvalidArgument);
 }
 
 // A torch::data dataset, as users write them.

@@ -203,11 +203,22 @@ class Graph {
   Node train_op_loss(Node train_op) const;
   // Position of an input (any of its component nodes).
   InputPosition input_position(Node input) const;
+  // The options an input reads with: as given, with the shard and batch of shard_inputs().
+  const InputOptions& input_options(Node input) const;
   void set_input_position(Node input, const InputPosition& position);
   // The batches an input (any of its component nodes) yields from its position until the end of
   // its data (num_epochs, batch_size, drop_last and its shard): the length of the rest of
   // training when one step takes one batch. nullopt when it repeats forever (num_epochs <= 0).
   std::optional<int64_t> input_batches_left(Node input) const;
+  // Data-parallel shards: every input that leaves num_shards at 1 and shard_across_ranks true
+  // (and every such input added later) reads shard `index` of `num_shards` (input.h), its batch
+  // made global_batch_size / num_shards where it sets one. MonitoredTrainingSession calls it with
+  // the process group's size and rank; calling it again reshards those inputs (1: unsharded).
+  // Positions are global (InputPosition), so they stay valid. InvalidArgument for an index out of
+  // range or a global batch that does not divide.
+  void shard_inputs(int64_t num_shards, int64_t index);
+  // The shards of shard_inputs() (1 until it is called): the world size checkpoints record.
+  int64_t num_shards() const;
 
   // Restores every variable to its initial value, the global step to 0, fresh optimizer state
   // and every input to its start. Done by the chief when a session is created without a restore.

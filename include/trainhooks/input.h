@@ -38,7 +38,11 @@ std::shared_ptr<InputSource> tensor_source(std::vector<at::Tensor> tensors,
                                            std::vector<std::string> names);
 
 struct InputOptions {
-  int64_t batch_size = 1;
+  int64_t batch_size = 1;  // per shard (per rank)
+  // > 0: the batch of all shards together; each shard's batch is global_batch_size / num_shards
+  // (InvalidArgument when it does not divide), so that the global batch stays the same when the
+  // number of ranks changes. Leave batch_size at 1 then.
+  int64_t global_batch_size = 0;
   bool shuffle = false;
   uint64_t seed = 0;
   int64_t num_epochs = 1;  // <= 0: repeat forever
@@ -46,9 +50,9 @@ struct InputOptions {
   // Shards for data-parallel training: this input reads examples shard_index, shard_index +
   // num_shards, ... of each epoch's order, size / num_shards of them, so that every shard has
   // the same number of batches and the shards' epochs end together (the last size % num_shards
-  // examples of each epoch's order are left out). MonitoredTrainingSession sets these from the
-  // process group's rank and size for inputs that leave them at 1 and 0, unless
-  // shard_across_ranks is false.
+  // examples of each epoch's order are left out). Graph::shard_inputs() (which
+  // MonitoredTrainingSession calls with the process group's size and rank) sets these for inputs
+  // that leave them at 1 and 0, unless shard_across_ranks is false.
   int64_t num_shards = 1;
   int64_t shard_index = 0;
   // false: with a process group, every rank reads all of this input (e.g. an evaluation input
@@ -56,7 +60,10 @@ struct InputOptions {
   bool shard_across_ranks = true;
 };
 
-// Where an input is: `offset` examples of epoch `epoch` (0-based) have been consumed.
+// Where an input is: the first `offset` examples of epoch `epoch`'s order (0-based) have been
+// consumed, by all shards together. The same on every shard, and independent of their number: a
+// position saved by 2 ranks continues the same order on 1 or 4, every example of the epoch read
+// once (the shards read examples offset + shard_index, offset + shard_index + num_shards, ...).
 struct InputPosition {
   int64_t epoch = 0;
   int64_t offset = 0;

@@ -28,9 +28,9 @@
 
 #include "checkpoint/optimizer_state.h"
 #include "checkpoint/torch_zip_writer.h"
-#include "util/crc32c.h"
 #include "trainhooks/errors.h"
 #include "util/atomic_file.h"
+#include "util/crc32c.h"
 
 namespace trainhooks::internal {
 
@@ -619,6 +619,10 @@ CheckpointContents decode_checkpoint(const std::string& path) {
     if (pos[0] < 0 || pos[1] < 0) inputs.fail(fmt::format("'{}' is a negative position", name));
     cp.inputs.emplace(name, InputPosition{pos[0], pos[1]});
   }
+  if (const auto* w = top.find("world_size")) {
+    if (!w->isInt() || w->toInt() < 1) top.fail("'world_size' is not a positive integer");
+    cp.world_size = w->toInt();
+  }
   Fields state = top.sub("state");
   for (const auto& key : state.keys()) cp.state.emplace(key, tensor_bytes(state.bytes(key)));
 
@@ -825,6 +829,7 @@ void write_checkpoint_files(CheckpointContents& c, bool parallel) {
   for (const auto& [name, p] : c.inputs)
     inputs.insert(name, c10::List<int64_t>({p.epoch, p.offset}));
   payload.insert(std::string("inputs"), inputs);
+  if (c.world_size) payload.insert(std::string("world_size"), *c.world_size);
 
   auto state = new_dict();
   for (const auto& [key, bytes] : c.state) state.insert(key, bytes_tensor(bytes));

@@ -49,7 +49,10 @@ struct CheckpointContents {
   std::map<std::string, OptimizerState> optimizers;  // by train op name
   std::optional<at::Tensor> cpu_rng;
   std::map<std::string, InputPosition> inputs;  // by input node name
-  std::map<std::string, std::string> state;     // by StateProvider key
+  // The ranks that trained it (the graph's shards, Graph::shard_inputs()). nullopt in a file of an
+  // earlier version, whose input offsets count the examples of one rank's shard.
+  std::optional<int64_t> world_size;
+  std::map<std::string, std::string> state;  // by StateProvider key
   // Decoded only: the sizes of the two files.
   uint64_t variables_bytes = 0;
   uint64_t sidecar_bytes = 0;

@@ -7,6 +7,7 @@
 #include <torch/serialize/archive.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <map>
 #include <mutex>
@@ -68,6 +69,7 @@ CheckpointContents capture_training_state(Graph& g, bool copy, size_t& bytes) {
     c.cpu_rng = gen.get_state();
   }
   for (Node n : g.inputs()) c.inputs.emplace(g.name(n), g.input_position(n));
+  c.world_size = g.num_shards();
   for (const auto& [key, provider] : g.state_providers())
     c.state.emplace(key, provider->save_state());
   return c;
@@ -151,6 +153,7 @@ RestorePlan check_training_state(Graph& g, const CheckpointContents& cp) {
   }
 
   used.clear();
+  std::vector<std::string> positions;  // for the line on a change of world size
   for (Node n : g.inputs()) {
     const auto& name = g.name(n);
     auto it = cp.inputs.find(name);
@@ -161,7 +164,23 @@ RestorePlan check_training_state(Graph& g, const CheckpointContents& cp) {
       continue;
     }
     used.insert(name);
-    plan.inputs.emplace_back(n, it->second);
+    InputPosition p = it->second;
+    // A file of an earlier version counts one shard's examples; it was written by as many ranks
+    // as read it now (no resume on another number of ranks was possible then).
+    if (!cp.world_size) p.offset *= g.input_options(n).num_shards;
+    plan.inputs.emplace_back(n, p);
+    positions.push_back(fmt::format("'{}' at example {} of epoch {}", name, p.offset, p.epoch));
+  }
+  if (cp.world_size && *cp.world_size != g.num_shards()) {
+    const auto ranks = [](int64_t n) { return fmt::format("{} rank{}", n, n == 1 ? "" : "s"); };
+    plan.notes.push_back(fmt::format(
+        "Resuming a {}-rank checkpoint on {}: every input continues its epoch's order where the "
+        "{} left it ({}), each example of the epoch read once; the global batch changes with the "
+        "number of ranks (each rank's batch stays; InputOptions::global_batch_size keeps the "
+        "global one instead)",
+        *cp.world_size, ranks(g.num_shards()), ranks(*cp.world_size),
+        positions.empty() ? std::string("no inputs")
+                          : fmt::format("{}", fmt::join(positions, ", "))));
   }
   for (const auto& [name, p] : cp.inputs) {
     if (!used.count(name))
@@ -236,6 +255,7 @@ void apply_training_state(Graph& g, const CheckpointContents& cp, const RestoreP
     gen.set_state(*cp.cpu_rng);
   }
   for (const auto& [n, p] : plan.inputs) g.set_input_position(n, p);
+  for (const auto& n : plan.notes) env.info(n);
   for (const auto& w : plan.warnings) env.warning(w);
 }
 

@@ -44,6 +44,7 @@ struct RestorePlan {
   std::vector<std::pair<Node, InputPosition>> inputs;
   std::vector<std::pair<std::string, StateProvider*>> providers;
   std::vector<const std::string*> provider_bytes;
+  std::vector<std::string> notes;  // logged as INFO
   std::vector<std::string> warnings;
 };
 

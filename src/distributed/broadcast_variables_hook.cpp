@@ -101,6 +101,7 @@ void apply_state(Graph& g, const c10::ivalue::Tuple& all, const std::string& sou
     const auto& f = i.toTupleRef().elements();
     c.inputs.emplace(f[0].toStringRef(), InputPosition{f[1].toInt(), f[2].toInt()});
   }
+  c.world_size = g.num_shards();  // the root's positions, of the same group
   // Only the state this rank has: the chief runs hooks of its own (chief_only_hooks).
   std::set<std::string> registered;
   for (const auto& [key, provider] : g.state_providers()) registered.insert(key);

@@ -15,10 +15,10 @@
 
 #include "checkpoint/checkpoint_file.h"
 #include "checkpoint/saver_test_model.h"
-#include "util/crc32c.h"
 #include "trainhooks/checkpoint/checkpoint_reader.h"
 #include "trainhooks/checkpoint/saver.h"
 #include "trainhooks/errors.h"
+#include "util/crc32c.h"
 
 namespace th = trainhooks;
 using ::testing::ElementsAre;
@@ -55,6 +55,63 @@ TEST_F(TrainingStateTest, RestoreIntoAFreshGraphIsBitIdenticalAndTrainingContinu
   expect_same(a.values(), b.values());
   EXPECT_EQ(b.g.global_step_value(), 8);
   EXPECT_TRUE(warnings().empty()) << ::testing::PrintToString(warnings());
+}
+
+// The input positions are global (all shards together) and the checkpoint records its world
+// size: a checkpoint of 2 ranks continues the same order on 1, and says so once.
+TEST_F(TrainingStateTest, ACheckpointOfTwoRanksResumesOnOneAtTheSameGlobalPosition) {
+  Model a(1);
+  a.g.shard_inputs(2, 0);
+  th::Session sa(a.g);
+  a.steps(sa, 2);  // 2 batches of 3 of this shard: 12 examples of the epoch's 16 for both
+  EXPECT_EQ(a.g.input_position(a.batch[0]), (th::InputPosition{0, 12}));
+  const std::string path = th::Saver(a.g, options()).save(sa, dir.file("model.ckpt"), 2);
+  EXPECT_EQ(th::CheckpointReader(path).input_positions().at("data/x"), (th::InputPosition{0, 12}));
+
+  Model b(2);
+  th::Session sb(b.g);
+  th::Saver(b.g, options()).restore(sb, path);
+  EXPECT_EQ(b.g.input_position(b.batch[0]), (th::InputPosition{0, 12}));
+  EXPECT_THAT(fe.log->messages(),
+              ElementsAre("Restoring parameters from " + path,
+                          "Resuming a 2-rank checkpoint on 1 rank: every input continues its "
+                          "epoch's order where the 2 ranks left it ('data/x' at example 12 of "
+                          "epoch 0), each example of the epoch read once; the global batch "
+                          "changes with the number of ranks (each rank's batch stays; "
+                          "InputOptions::global_batch_size keeps the global one instead)"));
+  // The last 4 examples of epoch 0 (2 batches: 3 and 1), then epoch 1.
+  b.steps(sb, 2);
+  EXPECT_EQ(b.g.input_position(b.batch[0]), (th::InputPosition{0, 16}));
+  b.steps(sb, 1);
+  EXPECT_EQ(b.g.input_position(b.batch[0]), (th::InputPosition{1, 3}));
+  EXPECT_TRUE(warnings().empty()) << ::testing::PrintToString(warnings());
+}
+
+// A checkpoint of an earlier version has no world size, and its offsets count one shard's
+// examples: it was resumed on as many ranks as wrote it, and still is.
+TEST_F(TrainingStateTest, ACheckpointWithoutAWorldSizeCountsOneShardsExamples) {
+  Model a(1);
+  a.g.shard_inputs(2, 1);
+  th::Session sa(a.g);
+  a.steps(sa, 2);
+  size_t bytes = 0;
+  auto c = th::internal::capture_training_state(a.g, /*copy=*/true, bytes);
+  c.path = dir.file("old.ckpt");
+  c.world_size.reset();
+  c.inputs.at("data/x").offset = 6;  // as an earlier version wrote it: 6 examples of this shard
+  th::internal::write_checkpoint_files(c);
+  EXPECT_FALSE(th::internal::decode_checkpoint(c.path).world_size.has_value());
+
+  Model b(2);
+  b.g.shard_inputs(2, 1);
+  th::Session sb(b.g);
+  th::Saver(b.g, options()).restore(sb, c.path);
+  EXPECT_EQ(b.g.input_position(b.batch[0]), (th::InputPosition{0, 12}));
+  EXPECT_THAT(fe.log->messages(), ElementsAre("Restoring parameters from " + c.path));
+  // And the next batch is the one the writer would have read.
+  a.steps(sa, 1);
+  b.steps(sb, 1);
+  expect_same(a.values(), b.values());
 }
 
 TEST_F(TrainingStateTest, RestoreOverTrainedStateResetsOptimizerStateAndLearningRate) {

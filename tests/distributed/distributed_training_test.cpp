@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "checkpoint/child_process.h"
 #include "test_util.h"
 
@@ -46,6 +48,18 @@ struct RankRun {
     for (const auto& l : lines)
       if (l.rfind("final ", 0) == 0) return l.substr(l.find(' ', 6) + 1);
     return "";
+  }
+  // The example ids of every "ids <step> <id>..." line (--print-ids 1), in order.
+  std::vector<int64_t> ids() const {
+    std::vector<int64_t> out;
+    for (const auto& l : lines) {
+      if (l.rfind("ids ", 0) != 0) continue;
+      std::istringstream in(l.substr(4));
+      int64_t step = 0, id = 0;
+      in >> step;
+      while (in >> id) out.push_back(id);
+    }
+    return out;
   }
   bool ok() const { return status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0; }
   std::string describe() const {
@@ -169,6 +183,81 @@ TEST(DistributedTrainingTest, WorkersContinueFromTheChiefsRestoredCheckpoint) {
   ASSERT_TRUE(straight[0].ok()) << straight[0].describe();
   EXPECT_EQ(resumed[0].final_variables(), straight[0].final_variables());
   EXPECT_EQ(resumed[1].final_variables(), straight[1].final_variables());
+}
+
+// A checkpoint of W0 ranks resumed on W1: the input continues the epoch's order from where all
+// W0 ranks together left it, so that every one of the 64 examples of the interrupted epoch is read
+// exactly once across the ranks, before and after the change (the input positions are global).
+void resume_on_another_number_of_ranks(int w0, int w1) {
+  SCOPED_TRACE(::testing::Message() << w0 << " ranks, then " << w1);
+  TempDir dir;
+  const std::string ckpt = dir.file("ckpt");
+  constexpr int64_t kBatch = 4, kFirstSteps = 3;
+  const std::vector<std::string> common{
+      "--dir", ckpt, "--save-steps", "1000", "--batch", std::to_string(kBatch), "--print-ids", "1"};
+  auto with = [&](std::vector<std::string> args, int64_t last_step) {
+    args.insert(args.end(), {"--last-step", std::to_string(last_step)});
+    return args;
+  };
+  auto first = run_ranks(dir, w0, with(common, kFirstSteps));
+  std::vector<int64_t> read;
+  for (const auto& r : first) {
+    ASSERT_TRUE(r.ok()) << r.describe();
+    const auto ids = r.ids();
+    read.insert(read.end(), ids.begin(), ids.end());
+  }
+  ASSERT_EQ(static_cast<int64_t>(read.size()), kFirstSteps * kBatch * w0);
+  // What is left of the epoch, shared out among w1 ranks (64 - read divides by 1, 2 and 4 here).
+  const int64_t per_rank = (64 - static_cast<int64_t>(read.size())) / w1;
+  const int64_t more_steps = (per_rank + kBatch - 1) / kBatch;
+  auto second = run_ranks(dir, w1, with(common, kFirstSteps + more_steps));
+  for (const auto& r : second) {
+    ASSERT_TRUE(r.ok()) << r.describe();
+    EXPECT_EQ(r.steps().begin()->first, kFirstSteps + 1) << r.describe();
+    const auto ids = r.ids();
+    read.insert(read.end(), ids.begin(), ids.end());
+  }
+  std::sort(read.begin(), read.end());
+  std::vector<int64_t> every(64);
+  for (int64_t i = 0; i < 64; ++i) every[i] = i;
+  EXPECT_EQ(read, every);
+  const auto ranks = [](int n) { return fmt::format("{} rank{}", n, n == 1 ? "" : "s"); };
+  const std::string said = fmt::format(
+      "Resuming a {}-rank checkpoint on {}: every input "
+      "continues its epoch's order where the {} left it "
+      "('train/x' at example {} of epoch 0)",
+      w0, ranks(w1), ranks(w0), kFirstSteps * kBatch * w0);
+  EXPECT_THAT(second[0].log, HasSubstr(said));
+  // The ranks of the resumed run still train one model.
+  for (const auto& r : second) EXPECT_EQ(r.final_variables(), second[0].final_variables());
+}
+
+TEST(DistributedTrainingTest, AResumeOnFewerRanksReadsEveryExampleOfTheEpochOnce) {
+  resume_on_another_number_of_ranks(2, 1);
+}
+
+TEST(DistributedTrainingTest, AResumeOnMoreRanksReadsEveryExampleOfTheEpochOnce) {
+  resume_on_another_number_of_ranks(1, 2);
+  resume_on_another_number_of_ranks(2, 4);
+}
+
+// InputOptions::global_batch_size: the same batch of all ranks together on 1 and on 2 ranks, so
+// that the two runs train the same model (to rounding: the mean over two halves).
+TEST(DistributedTrainingTest, AGlobalBatchIsSharedOutAmongTheRanks) {
+  TempDir dir;
+  auto one = run_ranks(dir, 1, {"--last-step", "6", "--global-batch", "16", "--print-ids", "1"});
+  auto two = run_ranks(dir, 2, {"--last-step", "6", "--global-batch", "16", "--print-ids", "1"});
+  ASSERT_TRUE(one[0].ok()) << one[0].describe();
+  for (const auto& r : two) ASSERT_TRUE(r.ok()) << r.describe();
+  EXPECT_EQ(one[0].ids().size(), 6u * 16);
+  EXPECT_EQ(two[0].ids().size(), 6u * 8);
+  const std::vector<double> a = values(one[0].steps().at(6)), b = values(two[0].steps().at(6));
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5 + 1e-5 * std::abs(a[i]));
+  auto three = run_ranks(dir, 3, {"--last-step", "2", "--global-batch", "16"});
+  ASSERT_TRUE(three[0].status);
+  EXPECT_THAT(three[0].log,
+              HasSubstr("input 'train': global_batch_size 16 does not divide among 3 shards"));
 }
 
 TEST(DistributedTrainingTest, AStopRequestedOnOneRankStopsEveryRankAfterTheSameStep) {

@@ -16,6 +16,8 @@
 //       [--stop-rank R --stop-at S]  rank R alone requests a stop at global step S
 //       [--perturb-at S]          rank 1 changes b by 1e-3 there (the consistency check fails)
 //       [--timeout SECS]
+//       [--print-ids 1]           also print `ids <global step> <example ids of this rank's batch>`
+//       [--global-batch G]        InputOptions::global_batch_size G instead of --batch
 #include <torch/torch.h>
 
 #include <csignal>
@@ -42,7 +44,8 @@ namespace {
 struct Args {
   std::string dir, file_store, mode = "sync";
   int64_t last_step = 10, batch = 8, save_steps = 0, average_every = 1, check_every = 0;
-  int64_t die_at = -1, stop_rank = -1, stop_at = -1, perturb_at = -1;
+  int64_t die_at = -1, stop_rank = -1, stop_at = -1, perturb_at = -1, global_batch = 0;
+  bool print_ids = false;
   double timeout = 60;
 };
 
@@ -62,11 +65,22 @@ std::string variables_line(th::Graph& g, th::Node w, th::Node b) {
 
 class StepHook : public th::SessionRunHook {
  public:
-  StepHook(const Args& a, int rank, int restarts, th::Node w, th::Node b)
-      : a_(a), rank_(rank), restarts_(restarts), w_(w), b_(b) {}
-  void after_run(th::SessionRunContext& ctx, const th::SessionRunValues&) override {
+  StepHook(const Args& a, int rank, int restarts, th::Node w, th::Node b, th::Node ids)
+      : a_(a), rank_(rank), restarts_(restarts), w_(w), b_(b), ids_(ids) {}
+  th::SessionRunArgs before_run(th::SessionRunContext&) override {
+    if (a_.print_ids) return {{ids_}};
+    return {};
+  }
+  void after_run(th::SessionRunContext& ctx, const th::SessionRunValues& values) override {
     th::Graph& g = ctx.session().graph();
     const int64_t step = ctx.session().global_step();
+    if (a_.print_ids) {
+      const torch::Tensor ids = values.results[ids_].contiguous();
+      std::string line = "ids " + std::to_string(step);
+      for (int64_t i = 0; i < ids.numel(); ++i)
+        line += " " + std::to_string(ids.data_ptr<int64_t>()[i]);
+      std::printf("%s\n", line.c_str());
+    }
     if (rank_ == 1 && step == a_.perturb_at) {
       torch::NoGradGuard no_grad;
       g.variable_value(b_).add_(1e-3);
@@ -80,7 +94,7 @@ class StepHook : public th::SessionRunHook {
  private:
   Args a_;
   int rank_, restarts_;
-  th::Node w_, b_;
+  th::Node w_, b_, ids_;
 };
 
 int run(const Args& a) {
@@ -90,10 +104,15 @@ int run(const Args& a) {
   // 64 fixed examples of y = x·[1, -2, 3] + 0.5.
   torch::Tensor xs = torch::sin(torch::arange(192, torch::kFloat)).reshape({64, 3});
   torch::Tensor ys = torch::matmul(xs, torch::tensor({{1.f}, {-2.f}, {3.f}})) + 0.5f;
+  torch::Tensor ids = torch::arange(64, torch::kLong);
 
   th::Graph g;
-  auto batch = g.input("train", th::tensor_source({xs, ys}, {"x", "y"}),
-                       {.batch_size = a.batch, .shuffle = true, .seed = 7, .num_epochs = 0});
+  th::InputOptions input{.shuffle = true, .seed = 7, .num_epochs = 0};
+  if (a.global_batch > 0)
+    input.global_batch_size = a.global_batch;
+  else
+    input.batch_size = a.batch;
+  auto batch = g.input("train", th::tensor_source({xs, ys, ids}, {"x", "y", "id"}), input);
   th::Node w = g.variable("w", torch::zeros({3, 1}));
   th::Node b = g.variable("b", torch::zeros({1}));
   th::Node loss = g.op("loss", [=](th::Run& r) {
@@ -110,7 +129,7 @@ int run(const Args& a) {
     hooks.push_back(std::make_shared<th::distributed::ModelAverageHook>(pg, a.average_every));
   if (a.check_every > 0)
     hooks.push_back(std::make_shared<th::distributed::ReplicaConsistencyHook>(pg, a.check_every));
-  hooks.push_back(std::make_shared<StepHook>(a, pg->rank(), pg->restart_count(), w, b));
+  hooks.push_back(std::make_shared<StepHook>(a, pg->rank(), pg->restart_count(), w, b, batch[2]));
 
   th::MonitoredTrainingSessionOptions options{.checkpoint_dir = a.dir,
                                               .hooks = hooks,
@@ -160,6 +179,10 @@ int main(int argc, char** argv) {
       a.stop_at = std::stoll(value);
     else if (flag == "--perturb-at")
       a.perturb_at = std::stoll(value);
+    else if (flag == "--print-ids")
+      a.print_ids = value == "1";
+    else if (flag == "--global-batch")
+      a.global_batch = std::stoll(value);
     else if (flag == "--timeout")
       a.timeout = std::stod(value);
     else {
