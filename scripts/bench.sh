@@ -17,11 +17,11 @@
 # end-to-end benchmark, 3), BENCH_SEED_STEPS (N for callgrind, 1000), BENCH_CALLGRIND (0 skips the
 # instruction counts), BENCH_CHECKPOINT_SIZES_MB (1,100,1024: the checkpoint benchmark's state
 # sizes; it writes in BENCH_CHECKPOINT_DIR, default the build dir), BENCH_CHECKPOINT_REPETITIONS
-# (5), BENCH_FASHION (0 skips the Fashion-MNIST comparisons), BENCH_FASHION_ROUNDS (3),
-# BENCH_FASHION_STEPS (300 per program per round), BENCH_FASHION_PARITY_BLOCKS (20 blocks of 25
-# steps per program in each round's parity run), BENCH_BOARD (0 skips the board at scale),
-# BENCH_BOARD_ROUNDS (3), BENCH_BOARD_DIR (its 2.5 GB log directory, default
-# BUILD_DIR/board_bench_logdir), BENCH_DISTRIBUTED_ROUNDS (5).
+# (5), BENCH_FASHION (0 skips the Fashion-MNIST comparisons), BENCH_FASHION_ROUNDS (3, each one
+# running the three malloc configurations in turn), BENCH_FASHION_STEPS (300 per program per round),
+# BENCH_FASHION_PARITY_BLOCKS (20 blocks of 25 steps per program in each round's parity run),
+# BENCH_BOARD (0 skips the board at scale), BENCH_BOARD_ROUNDS (3), BENCH_BOARD_DIR (its 2.5 GB
+# log directory, default BUILD_DIR/board_bench_logdir), BENCH_DISTRIBUTED_ROUNDS (5).
 set -euo pipefail
 
 UPDATE_DOCS=0
@@ -143,44 +143,69 @@ done
 
 # The main job's model: trainhooks against the PyTorch peer a user would pick, and
 # MonitoredTrainingSession (all of the example's hooks, idle steps) against a hand-written loop
-# in one process (the parity run). Each round runs all four, so that a slow phase of the machine
-# hits each program once. Twice: with glibc's default malloc settings, and with the example's
-# (freed memory kept in the process; GLIBC_TUNABLES gives the PyTorch process the same).
-# Each JSON line gets its configuration, round and program, for the table.
+# in one process (the parity run), in three malloc configurations:
+#   default  no setting anywhere, as a user's program runs: the first Session tunes malloc itself
+#            (the hand-written loop creates none and keeps glibc's defaults, as does the peer);
+#   keep     mallopt by hand (--keep-freed-memory), and the same thresholds through
+#            GLIBC_TUNABLES for the peer;
+#   off      TRAINHOOKS_MALLOC_TUNING=0 for the C++ programs: glibc's defaults, what a program got
+#            before the library tuned malloc; the peer as in default.
+# Each round runs the configurations one after the other (and each one's programs in turn), so that
+# a slow phase of the machine hits both sides of a ratio (default against keep, trainhooks against
+# the peer) in the same round. "off" skips the hand-written loop (without a Session it is the same
+# program in the same environment as in default) but keeps the parity run: since its Session tunes
+# the whole process, that is where MonitoredTrainingSession against the loop at glibc's defaults
+# still shows. Each JSON line gets its configuration, round and program, for the table; each
+# configuration's runs are load-marked under fashion_<config>.
 if [[ "$FASHION" != 0 && -x "$BENCH_DIR/fashion_mnist_bench" ]]; then
   THREADS=$(nproc)
   PEER="$ROOT/bench/fashion_mnist_pytorch.py"
   KEEP="glibc.malloc.mmap_threshold=67108864:glibc.malloc.trim_threshold=268435456"
+  # Malloc settings of the caller's environment would turn the library's tuning off or tune the
+  # peer: every program starts without them and gets only its configuration's.
+  CLEAN_ENV=(env -u GLIBC_TUNABLES -u MALLOC_MMAP_THRESHOLD_ -u MALLOC_TRIM_THRESHOLD_ -u TRAINHOOKS_MALLOC_TUNING)
   have_peer=1
   /usr/bin/python3 -c "import torch" 2> /dev/null || have_peer=0
-  for config in default keep; do
-    echo "== Fashion-MNIST CNN, batch 64, Adam, $THREADS threads, malloc $config: $FASHION_ROUNDS rounds of" \
-      "$FSTEPS steps per program, then $PARITY_BLOCKS blocks of 25 steps each in one process"
-    ((have_peer)) || echo "  python3-torch not importable: skipping the PyTorch peer"
-    flag=()
-    tunables=""
-    if [[ $config == keep ]]; then
-      flag=(--keep-freed-memory)
-      tunables=$KEEP
-    fi
-    load_mark "fashion_$config"
-    for round in $(seq "$FASHION_ROUNDS"); do
+  echo "== Fashion-MNIST CNN, batch 64, Adam, $THREADS threads: $FASHION_ROUNDS rounds of malloc default, keep and" \
+    "off in turn; $FSTEPS steps per program, then $PARITY_BLOCKS blocks of 25 steps each in one process"
+  ((have_peer)) || echo "  python3-torch not importable: skipping the PyTorch peer"
+  for round in $(seq "$FASHION_ROUNDS"); do
+    for config in default keep off; do
+      flag=()
+      peer_env=()
+      cpp_env=()
+      modes=(mts raw)
+      case $config in
+        keep)
+          flag=(--keep-freed-memory)
+          peer_env=("GLIBC_TUNABLES=$KEEP")
+          ;;
+        off)
+          cpp_env=(TRAINHOOKS_MALLOC_TUNING=0)
+          modes=(mts)
+          ;;
+      esac
       tag="\"config\": \"$config\", \"round\": $round"
+      load_mark "fashion_$config"
       if ((have_peer)); then
-        GLIBC_TUNABLES=$tunables /usr/bin/python3 "$PEER" --steps "$FSTEPS" --threads "$THREADS" | tail -1 |
+        "${CLEAN_ENV[@]}" "${peer_env[@]}" /usr/bin/python3 "$PEER" --steps "$FSTEPS" --threads "$THREADS" | tail -1 |
           sed "s/^{/{$tag, \"program\": \"pytorch\", /" >> "$RESULTS/fashion.jsonl" || echo "  the PyTorch peer failed"
       fi
-      for mode in mts raw; do
-        "$BENCH_DIR/fashion_mnist_bench" --mode "$mode" --steps "$FSTEPS" --threads "$THREADS" "${flag[@]}" 2> /dev/null |
-          sed "s/^{/{$tag, /" >> "$RESULTS/fashion.jsonl" || echo "  fashion_mnist_bench --mode $mode failed"
+      for mode in "${modes[@]}"; do
+        "${CLEAN_ENV[@]}" "${cpp_env[@]}" "$BENCH_DIR/fashion_mnist_bench" --mode "$mode" --steps "$FSTEPS" \
+          --threads "$THREADS" "${flag[@]}" 2> /dev/null |
+          sed "s/^{/{$tag, /" >> "$RESULTS/fashion.jsonl" || echo "  fashion_mnist_bench --mode $mode ($config) failed"
       done
-      "$BENCH_DIR/fashion_mnist_bench" --mode parity --blocks "$PARITY_BLOCKS" --threads "$THREADS" "${flag[@]}" 2> /dev/null |
-        sed "s/^{/{$tag, \"program\": \"parity\", /" >> "$RESULTS/fashion.jsonl" || echo "  fashion_mnist_bench --mode parity failed"
+      "${CLEAN_ENV[@]}" "${cpp_env[@]}" "$BENCH_DIR/fashion_mnist_bench" --mode parity --blocks "$PARITY_BLOCKS" \
+        --threads "$THREADS" "${flag[@]}" 2> /dev/null |
+        sed "s/^{/{$tag, \"program\": \"parity\", /" >> "$RESULTS/fashion.jsonl" ||
+        echo "  fashion_mnist_bench --mode parity ($config) failed"
       load_mark "fashion_$config"
     done
-    python3 "$TABLE_PY" --results "$RESULTS" --summary "fashion_$config"
-    echo
+    echo "  round $round of $FASHION_ROUNDS done"
   done
+  python3 "$TABLE_PY" --results "$RESULTS" --summary fashion
+  echo
 fi
 
 # Instructions per step, with callgrind: N and 3N steps of each loop, the difference over 2N

@@ -12,6 +12,7 @@
 #include "tensor_format.h"
 #include "train_op.h"
 #include "trainhooks/errors.h"
+#include "trainhooks/malloc_tuning.h"
 
 namespace trainhooks {
 
@@ -138,7 +139,10 @@ void check_feed(const NodeEntry& e, const at::Tensor& value) {
 }  // namespace
 
 Session::Session(Graph& graph, Env env)
-    : graph_(&graph), env_(env.or_else(Env::system())), scratch_(std::make_unique<Scratch>()) {}
+    : graph_(&graph), env_(env.or_else(Env::system())), scratch_(std::make_unique<Scratch>()) {
+  // Before the first step allocates: LibTorch's per-step memory then stays in the heap.
+  apply_malloc_tuning();
+}
 
 Session::~Session() = default;
 
