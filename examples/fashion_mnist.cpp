@@ -6,7 +6,8 @@
 //   - model: conv 1->32 3x3, ReLU, 2x2 max-pool; conv 32->64 3x3, ReLU, 2x2 max-pool; linear
 //     1600->10 (a torch::nn::Module added to the graph)
 //   - optimizer: Adam (or SGD with momentum), learning rate warmed up linearly for
-//     --warmup-steps and then decayed by a cosine to 0 at the last step
+//     --warmup-steps (default: 200, or a tenth of a shorter run) and then decayed by a cosine to 0
+//     at the last step
 //   - checkpoints in --logdir every 60 s and at the end; Ctrl-C (or SIGTERM) stops after the
 //     current step and saves, and running the same command again continues the same schedule
 //   - TensorBoard summaries in --logdir (loss, train accuracy, learning_rate, weight histograms,
@@ -19,22 +20,35 @@
 // The budget is --minutes (default 3) or --steps. Minutes are turned into a number of steps by
 // timing a few steps of the model on this machine before training, so that the schedule can end
 // exactly at the last step; the plan is kept in <logdir>/plan.json and a resumed run follows it.
-// A TimeLimitHook holds the wall-clock budget if the steps turn out slower than timed (a busier
-// machine): --time-limit minutes (default 1.25 x --minutes; none with --steps unless given), after
-// which the run stops with its checkpoint, as if preempted, and the same command continues it.
+// Unless --threads is given, a minutes budget planned while other work keeps the CPUs busy
+// trains on the CPUs that are left (LibTorch's threads would wait for each other at every
+// operation); the plan records the thread count, so that a resumed run sums in the same order.
+// When the steps turn out slower than timed (a machine that gets busier), a TimeBudgetHook
+// re-plans while training: it moves the last step, and the schedule's end with it, to what still
+// fits in the budget, and the new plan goes into plan.json, so that the run ends on time with its
+// learning rate decayed and a resumed run continues the same schedule. (Not with --distributed,
+// where the ranks would have to agree: there, and as a backstop for a step that hangs, the
+// TimeLimitHook below holds the budget.) A TimeLimitHook stops the run at --time-limit minutes
+// (default 1.25 x --minutes; none with --steps unless given) with its checkpoint; the same command
+// continues it.
 //
 //   fashion_mnist [--minutes 3 | --steps N] [--data-dir DIR] [--logdir DIR] [--batch-size 64]
 //                 [--lr 0.002] [--optimizer adam|sgd] [--warmup-steps 200] [--eval-every N]
-//                 [--preempted-exit-code N] [--distributed] ...
+//                 [--preempted-exit-code N] [--time-limit-exit-code N] [--distributed] ...
 //   torchrun --no_python --redirects 2 --tee 2 --nnodes=1 --nproc_per_node=2
 //            fashion_mnist --distributed --steps 2000     (one command line)
 //
 // Exit status: 0 when the run is complete; 1 on an error, said in one line
 // (`fashion_mnist: <what>`, naming the file and the cause); 2 for a usage error; after SIGTERM
 // or SIGINT (stopped after the current step, checkpoint saved), 128 + the signal (143, 130) or
-// --preempted-exit-code.
-#include <malloc.h>
+// --preempted-exit-code; 75 (EX_TEMPFAIL: run again to continue) or --time-limit-exit-code when
+// the time limit stopped the run before its last step (checkpoint saved).
+//
+// --step-delay-ms N (not in --help) adds N ms to every training step: a machine slower than the
+// one that was timed, for trying and testing the re-planning.
+#include <fcntl.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 #include <trainhooks/trainhooks.h>
@@ -44,9 +58,11 @@
 #include "fashion_mnist_model.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -66,10 +82,12 @@ struct Flags {
   double minutes = 3;
   int64_t steps = 0;
   double time_limit = -1;  // minutes; < 0: 1.25 x --minutes for a minutes budget, none for --steps
+  int time_limit_exit_code = 75;
+  int step_delay_ms = 0;
   int64_t batch_size = 64;
   double lr = 2e-3;
   std::string optimizer = "adam";
-  int64_t warmup_steps = 200;
+  std::optional<int64_t> warmup_steps;  // default: 200, or a tenth of a shorter run
   int64_t eval_every = 1000;
   int64_t summary_steps = 100;
   int64_t save_steps = 0;  // 0: every 60 seconds
@@ -83,14 +101,49 @@ struct Flags {
 
 using fashion_mnist::Net;
 
-// The plan of a run: how many steps the schedule spans, and whether the model is regularised.
-// Written once, read by resumed runs so that they continue the same schedule whatever the budget
+// A re-planning while training (TimeBudgetHook): from at_step on, the run ends at last_step.
+struct Replanned {
+  int64_t at_step = 0;
+  int64_t last_step = 0;
+};
+
+// The plan of a run: how many steps the schedule spans, its warm-up, whether the model is
+// regularised, and how it was re-planned while training. Written at the start and at each
+// re-planning, read by resumed runs so that they continue the same schedule whatever the budget
 // flags say.
 struct Plan {
-  int64_t total_steps = 0;
+  int64_t total_steps = 0;  // as first planned
   int64_t batch_size = 0;
   bool regularize = false;
+  int64_t warmup_steps = -1;  // < 0: not recorded (a plan of an earlier version): the flag's
+  double budget_minutes = 0;  // the --minutes budget it was planned for; 0: --steps
+  double eval_seconds = 0;    // one evaluation pass, as timed when planning
+  int threads = 0;            // intra-op threads it trains with; 0: not recorded (the default)
+  std::vector<Replanned> replans;
+
+  int64_t last_step() const { return replans.empty() ? total_steps : replans.back().last_step; }
 };
+
+constexpr int64_t kDefaultWarmupSteps = 200;
+
+// The warm-up of a new plan: the flag's, else 200 steps or a tenth of a shorter run.
+int64_t warmup_for(const std::optional<int64_t>& flag, int64_t total_steps) {
+  return flag ? *flag : std::min(kDefaultWarmupSteps, total_steps / 10);
+}
+
+// The learning rate of every step of `plan`: warm-up and cosine to 0 at the planned end, each
+// re-planning compressing what was left into the steps that fit (th::rescaled), so that a
+// resumed run rebuilds the very same rates.
+th::LearningRateSchedule plan_schedule(const Plan& plan, double lr) {
+  auto schedule = th::linear_warmup(plan.warmup_steps,
+                                    th::cosine_decay(lr, plan.total_steps - plan.warmup_steps));
+  int64_t end = plan.total_steps;
+  for (const auto& r : plan.replans) {
+    schedule = th::rescaled(schedule, r.at_step, end, r.last_step);
+    end = r.last_step;
+  }
+  return schedule;
+}
 
 // Regularisation (batch norm after the convolutions, dropout 0.25 before the last layer, random
 // left-right flips) costs accuracy in a short run, which underfits, and wins it back in a long
@@ -108,6 +161,60 @@ fashion_mnist::NetOptions net_options(bool regularize) {
   return {.dropout = regularize ? kDropout : 0.0, .batch_norm = regularize};
 }
 
+nlohmann::json plan_json(const Plan& plan) {
+  nlohmann::json replans = nlohmann::json::array();
+  for (const auto& r : plan.replans)
+    replans.push_back({{"at_step", r.at_step}, {"last_step", r.last_step}});
+  return {{"total_steps", plan.total_steps},
+          {"batch_size", plan.batch_size},
+          {"regularize", plan.regularize},
+          {"warmup_steps", plan.warmup_steps},
+          {"budget_minutes", plan.budget_minutes},
+          {"eval_seconds", plan.eval_seconds},
+          {"threads", plan.threads},
+          {"replans", replans}};
+}
+
+Plan plan_from_json(const nlohmann::json& j) {
+  Plan plan{.total_steps = j.at("total_steps").get<int64_t>(),
+            .batch_size = j.at("batch_size").get<int64_t>(),
+            .regularize = j.value("regularize", false),
+            .warmup_steps = j.value("warmup_steps", int64_t{-1}),
+            .budget_minutes = j.value("budget_minutes", 0.0),
+            .eval_seconds = j.value("eval_seconds", 0.0),
+            .threads = j.value("threads", 0)};
+  if (j.contains("replans")) {
+    for (const auto& r : j.at("replans"))
+      plan.replans.push_back({r.at("at_step").get<int64_t>(), r.at("last_step").get<int64_t>()});
+  }
+  return plan;
+}
+
+// Written crash-safe (aside, flushed to disk, renamed, the directory flushed): a run killed
+// meanwhile leaves the old plan or the new one, never half of one.
+void write_plan(const fs::path& path, const Plan& plan) {
+  const std::string text = plan_json(plan).dump(2) + "\n";
+  const fs::path tmp = path.string() + ".tmp";
+  const auto fail = [&](const fs::path& what) {
+    return th::FileError(
+        fmt::format("{}: cannot write the plan: {}", what.string(), std::strerror(errno)));
+  };
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw fail(tmp);
+  const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
+                  ::fsync(fd) == 0;
+  const int saved = errno;
+  ::close(fd);
+  errno = saved;
+  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) throw fail(tmp);
+  const int dir = ::open(path.parent_path().empty() ? "." : path.parent_path().c_str(),
+                         O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) {
+    ::fsync(dir);
+    ::close(dir);
+  }
+}
+
 std::optional<Plan> read_plan(const fs::path& path) {
   if (!fs::exists(path)) return std::nullopt;
   std::ifstream in(path);
@@ -119,35 +226,16 @@ std::optional<Plan> read_plan(const fs::path& path) {
   if (j.is_discarded() || !j.is_object() || !j.contains("total_steps") || !j.contains("batch_size"))
     throw not_a_plan();
   try {
-    return Plan{j["total_steps"].get<int64_t>(), j["batch_size"].get<int64_t>(),
-                j.value("regularize", false)};
+    return plan_from_json(j);
   } catch (const nlohmann::json::exception&) {  // a field of the wrong type
     throw not_a_plan();
   }
 }
 
-nlohmann::json plan_json(const Plan& plan) {
-  return {{"total_steps", plan.total_steps},
-          {"batch_size", plan.batch_size},
-          {"regularize", plan.regularize}};
-}
-
-void write_plan(const fs::path& path, const Plan& plan) {
-  const nlohmann::json j = plan_json(plan);
-  // Written aside and renamed: a run killed meanwhile leaves the old plan or none, never half.
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << j.dump(2) << "\n";
-    if (!out.flush()) throw th::FileError(fmt::format("{}: cannot write the plan", tmp.string()));
-  }
-  fs::rename(tmp, path);
-}
-
 // How long a training step and an evaluation pass of `net` take on this machine, timed on
 // random data without changing the parameters: forward and backward at the batch size, and a
-// forward of 1,000 images without gradients (10 of those per pass over the test split, 20 when each
-// image is evaluated with its mirror).
+// forward of 1,000 images without gradients (test_size / 1000 of those per pass over the test
+// split, twice as many when each image is evaluated with its mirror).
 struct Timing {
   double step_seconds = 0;
   double eval_seconds = 0;
@@ -166,7 +254,7 @@ double median_seconds(int n, Fn&& fn) {
   return times[times.size() / 2];
 }
 
-Timing time_model(Net& net, int64_t batch_size, bool mirrored_eval) {
+Timing time_model(Net& net, int64_t batch_size, size_t test_size, bool mirrored_eval) {
   auto x = torch::randn({batch_size, 1, 28, 28});
   auto y = torch::randint(0, 10, {batch_size}, torch::kLong);
   auto step = [&] {
@@ -185,18 +273,26 @@ Timing time_model(Net& net, int64_t batch_size, bool mirrored_eval) {
   // and timed cold here they take longer than in training, which evens out (measured: a 3-minute
   // budget trains for about 2.5 minutes plus the evaluations).
   t.step_seconds = median_seconds(15, step);
-  t.eval_seconds = (mirrored_eval ? 20 : 10) * median_seconds(3, eval);
+  t.eval_seconds =
+      (mirrored_eval ? 2 : 1) * static_cast<double>(test_size) / 1000 * median_seconds(3, eval);
   return t;
 }
 
-// LibTorch on the CPU allocates each step's activations with malloc. By default glibc hands large
-// freed blocks back to the kernel (trim, munmap) and takes them again on the next step, paying a
-// page fault per 4 KiB touched: about a tenth of this model's step time here. Keeping up to
-// 256 MiB of freed memory in the process removes that; the same as running with
-// GLIBC_TUNABLES=glibc.malloc.mmap_threshold=67108864:glibc.malloc.trim_threshold=268435456.
-void keep_freed_memory() {
-  mallopt(M_MMAP_THRESHOLD, 64 << 20);
-  mallopt(M_TRIM_THRESHOLD, 256 << 20);
+// The CPUs that other processes kept busy during `seconds` (/proc/stat's busy time; this process
+// sleeps meanwhile); 0 where /proc/stat cannot be read.
+double cpus_busy_elsewhere(double seconds) {
+  auto busy_ticks = [] {
+    std::ifstream in("/proc/stat");
+    std::string cpu;
+    int64_t user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
+    in >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal;
+    return in ? user + nice + system + irq + softirq + steal : int64_t{-1};
+  };
+  const int64_t before = busy_ticks();
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  const int64_t after = busy_ticks();
+  if (before < 0 || after < 0) return 0;
+  return static_cast<double>(after - before) / static_cast<double>(sysconf(_SC_CLK_TCK)) / seconds;
 }
 
 // torchrun's LOCAL_WORLD_SIZE: the processes on this machine.
@@ -205,8 +301,26 @@ int local_processes() {
   return value ? std::max(1, std::atoi(value)) : 1;
 }
 
+// Sleeps after every step: a machine slower than the one that was timed (--step-delay-ms).
+class StepDelayHook : public th::SessionRunHook {
+ public:
+  explicit StepDelayHook(int ms) : ms_(ms) {}
+  void after_run(th::SessionRunContext&, const th::SessionRunValues&) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms_));
+  }
+  Calls calls() const override { return {.before_run = false}; }
+
+ private:
+  int ms_;
+};
+
 int run(const Flags& f) {
-  keep_freed_memory();
+  // The budget counts from here: start-up and planning are part of it.
+  const auto program_start = std::chrono::steady_clock::now();
+  // The first Session would tune malloc (malloc_tuning.h); the timing below comes before it, and
+  // must see the speed that training will have (with glibc's defaults an evaluation pass here
+  // takes about four times as long).
+  th::apply_malloc_tuning();
   // Each line as it is printed, also into a pipe or a log file (the log lines go to stderr).
   std::cout << std::unitbuf;
   // With --distributed, torchrun's processes; else a group of one.
@@ -216,10 +330,10 @@ int run(const Flags& f) {
   const int world = pg ? pg->world_size() : 1;
   // LibTorch's default may be one thread (it counts physical cores as it sees them): use them
   // all, shared by the processes of this machine.
-  torch::set_num_threads(
-      f.threads > 0 ? f.threads
-                    : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
-                                      (pg ? local_processes() : 1)));
+  torch::set_num_threads(f.threads > 0
+                             ? f.threads
+                             : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
+                                               (pg ? local_processes() : 1)));
   torch::manual_seed(static_cast<uint64_t>(f.seed));
   if (chief) fs::create_directories(f.logdir);
 
@@ -237,22 +351,47 @@ int run(const Flags& f) {
           "--batch-size {} differs from the {} of the run in {}: use the same, or a new --logdir",
           f.batch_size, plan->batch_size, f.logdir));
     }
+    if (plan->warmup_steps < 0) plan->warmup_steps = f.warmup_steps.value_or(kDefaultWarmupSteps);
+    if (f.warmup_steps && *f.warmup_steps != plan->warmup_steps) {
+      throw th::InvalidArgument(fmt::format(
+          "--warmup-steps {} differs from the {} of the run in {}: use the same, or a new --logdir",
+          *f.warmup_steps, plan->warmup_steps, f.logdir));
+    }
+    // The threads it was planned with: another count sums in another order, and the resumed run
+    // would not continue bit for bit.
+    if (f.threads == 0 && !pg && plan->threads > 0) torch::set_num_threads(plan->threads);
     std::cout << fmt::format("Continuing the run in {}: {} steps in all\n", f.logdir,
-                             plan->total_steps);
+                             plan->last_step());
   } else {
-    const double per_epoch = static_cast<double>(train_source->size()) /
-                             static_cast<double>(f.batch_size * world);
-    plan = Plan{f.steps, f.batch_size, f.regularize == "on"};
+    const double per_epoch =
+        static_cast<double>(train_source->size()) / static_cast<double>(f.batch_size * world);
+    plan = Plan{
+        .total_steps = f.steps, .batch_size = f.batch_size, .regularize = f.regularize == "on"};
     if (f.steps == 0) {
       // Start-up and the evaluations (every --eval-every steps and at the end) come out of the
       // budget first.
+      // With the CPUs busy with other work, LibTorch's threads wait for each other at every
+      // operation, one of them always descheduled: beside two busy loops on 2 CPUs, a step took
+      // 25-260 ms on 2 threads and 34 ms on 1. Unless --threads says otherwise, a run planned on
+      // a busy machine trains on the CPUs that are left, at least one.
+      const int all_threads = torch::get_num_threads();
+      if (f.threads == 0 && !pg && all_threads > 1) {
+        const double busy = cpus_busy_elsewhere(0.5);
+        const int left = std::max(1, static_cast<int>(std::lround(all_threads - busy)));
+        if (left < all_threads) {
+          torch::set_num_threads(left);
+          std::cout << fmt::format(
+              "The CPUs are busy with other work ({:.1f} of {} in use): training on {} thread{}\n",
+              busy, all_threads, left, left == 1 ? "" : "s");
+        }
+      }
       struct Fit {
         Timing timing;
         int64_t steps = 0;
       };
       auto fit_budget = [&](bool regularize) {
         Net probe(net_options(regularize));
-        Fit fit{time_model(probe, f.batch_size, regularize)};
+        Fit fit{time_model(probe, f.batch_size, test_source->size(), regularize)};
         const Timing& t = fit.timing;
         const double budget = f.minutes * 60 - 5;
         const int64_t evals = static_cast<int64_t>(budget / t.step_seconds) / f.eval_every + 1;
@@ -268,6 +407,9 @@ int run(const Flags& f) {
         fit = fit_budget(true);
       }
       plan->total_steps = fit.steps;
+      plan->budget_minutes = f.minutes;
+      if (f.threads == 0 && !pg) plan->threads = torch::get_num_threads();
+      plan->eval_seconds = fit.timing.eval_seconds;
       std::cout << fmt::format(
           "Budget {:g} min at {:.1f} ms per step and {:.1f} s per evaluation on this machine: {} "
           "steps of batch {}\n",
@@ -276,6 +418,11 @@ int run(const Flags& f) {
     } else if (f.regularize == "auto") {
       plan->regularize = plan->total_steps / per_epoch > kRegularizeAfterEpochs;
     }
+    plan->warmup_steps = warmup_for(f.warmup_steps, plan->total_steps);
+    if (plan->warmup_steps >= plan->total_steps) {
+      throw th::InvalidArgument(fmt::format("--warmup-steps {} must be less than the {} steps",
+                                            plan->warmup_steps, plan->total_steps));
+    }
     std::cout << fmt::format(
         "{:.1f} epochs; regularisation (batch norm, dropout {:g}, random flips): {}\n",
         plan->total_steps / per_epoch, kDropout, plan->regularize ? "on" : "off");
@@ -283,8 +430,7 @@ int run(const Flags& f) {
   }
   if (pg) {
     const auto j = nlohmann::json::parse(pg->broadcast_bytes(chief ? plan_json(*plan).dump() : ""));
-    plan = Plan{j["total_steps"].get<int64_t>(), j["batch_size"].get<int64_t>(),
-                j["regularize"].get<bool>()};
+    plan = plan_from_json(j);
     if (plan->batch_size != f.batch_size) {
       throw th::InvalidArgument(fmt::format("--batch-size {} differs from the chief's {}",
                                             f.batch_size, plan->batch_size));
@@ -293,10 +439,6 @@ int run(const Flags& f) {
   // The same initial weights whatever the planning did.
   torch::manual_seed(static_cast<uint64_t>(f.seed));
   Net net(net_options(plan->regularize));
-  if (f.warmup_steps >= plan->total_steps) {
-    throw th::InvalidArgument(fmt::format("--warmup-steps {} must be less than the {} steps",
-                                          f.warmup_steps, plan->total_steps));
-  }
 
   th::Graph g;
   g.add_module("net", net);
@@ -340,8 +482,7 @@ int run(const Flags& f) {
   th::MinimizeOptions minimize;
   if (pg) minimize.gradient_transforms = {th::distributed::average_gradients(pg)};
   auto train_op = g.minimize("train_op", loss, optimizer, minimize);
-  auto schedule =
-      th::linear_warmup(f.warmup_steps, th::cosine_decay(f.lr, plan->total_steps - f.warmup_steps));
+  th::LearningRateSchedule schedule = plan_schedule(*plan, f.lr);
 
   // Summaries of the training run (SummarySaverHook writes them every --summary-steps).
   th::summary::scalar(g, "loss", loss);
@@ -364,15 +505,14 @@ int run(const Flags& f) {
       .every_n_steps = f.eval_every,
       .output_dir = (fs::path(f.logdir) / "eval").string(),
       .set_training = [net](bool training) mutable { net->train(training); }});
-  th::Hooks hooks = {
-      preemption,
-      std::make_shared<th::StopAtStepHook>(
-          th::StopAtStepHookOptions{.last_step = plan->total_steps}),
-      std::make_shared<th::LearningRateScheduleHook>(
-          train_op, schedule,
-          th::LearningRateScheduleHookOptions{.every_n_steps = f.summary_steps,
-                                              .output_dir = chief ? f.logdir : ""}),
-  };
+  auto stop = std::make_shared<th::StopAtStepHook>(
+      th::StopAtStepHookOptions{.last_step = plan->last_step()});
+  auto lr_hook = std::make_shared<th::LearningRateScheduleHook>(
+      train_op, schedule,
+      th::LearningRateScheduleHookOptions{.every_n_steps = f.summary_steps,
+                                          .output_dir = chief ? f.logdir : ""});
+  th::Hooks hooks = {preemption, stop, lr_hook};
+  if (f.step_delay_ms > 0) hooks.push_back(std::make_shared<StepDelayHook>(f.step_delay_ms));
   // The wall-clock limit: a planned step count cannot know that the machine gets busier.
   const double limit_minutes = f.time_limit >= 0 ? f.time_limit : f.steps ? 0 : f.minutes * 1.25;
   std::shared_ptr<th::TimeLimitHook> time_limit;
@@ -391,15 +531,43 @@ int run(const Flags& f) {
   // instead.
   bool complete = false;
   if (auto latest = chief ? th::Saver::latest_checkpoint(f.logdir) : std::nullopt) {
-    if (auto done = th::CheckpointManager::step_of(*latest); done && *done >= plan->total_steps) {
+    if (auto done = th::CheckpointManager::step_of(*latest); done && *done >= plan->last_step()) {
       std::cout << fmt::format(
           "The run in {} is complete ({} of {} steps). Train again with a new --logdir.\n",
-          f.logdir, *done, plan->total_steps);
+          f.logdir, *done, plan->last_step());
       complete = true;
     }
   }
   if (pg) complete = pg->any(complete);
   if (complete) return 0;
+
+  // Re-planning while training, for a minutes budget: what is left of it once the session
+  // starts, less the final evaluation and checkpoint.
+  if (plan->budget_minutes > 0 && !pg) {
+    const double spent =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - program_start).count();
+    const double budget = plan->budget_minutes * 60 - spent;
+    if (budget > 0) {
+      hooks.push_back(std::make_shared<th::TimeBudgetHook>(th::TimeBudgetHookOptions{
+          .budget_secs = budget,
+          .last_step = plan->last_step(),
+          .reserve_secs = plan->eval_seconds + 3,
+          .every_n_steps = 100,
+          .min_steps_measured = 100,
+          .round_to = 10,
+          .on_replan = [&](const th::Replan& r) {
+            plan->replans.push_back({r.at_step, r.last_step});
+            write_plan(plan_path, *plan);
+            schedule = th::rescaled(schedule, r.at_step, r.previous_last_step, r.last_step);
+            lr_hook->set_schedule(schedule);
+            stop->set_last_step(r.last_step);
+            std::cout << fmt::format(
+                "Re-planned at step {}: {:.1f} ms per step here, so the run ends at step {} "
+                "instead of {}, within the budget, its schedule ending with it\n",
+                r.at_step, r.seconds_per_step * 1e3, r.last_step, r.previous_last_step);
+          }}));
+    }
+  }
 
   auto start = std::chrono::steady_clock::now();
   th::MonitoredTrainingSession sess(
@@ -434,20 +602,25 @@ int run(const Flags& f) {
     std::cout << fmt::format(
         "Stopped by {} at step {} of {}; the checkpoint is in {}. Run the same command again to "
         "continue.\n",
-        th::signal_name(sig), step, plan->total_steps, f.logdir);
+        th::signal_name(sig), step, plan->last_step(), f.logdir);
     return f.preempted_exit_code.value_or(th::exit_status_for_signal(sig));
   }
-  if (time_limit && time_limit->stopped() && step < plan->total_steps && chief) {
-    std::cout << fmt::format(
-        "Stopped at the time limit of {:g} min at step {} of {}; the checkpoint is in {}. Run the "
-        "same command again to continue.\n",
-        limit_minutes, step, plan->total_steps, f.logdir);
+  auto acc = th::metrics_board(g).latest("eval/accuracy");
+  if (time_limit && time_limit->stopped() && step < plan->last_step()) {
+    // Not the end of the plan: the learning rate has not decayed, and the accuracy is not final.
+    if (chief) {
+      std::cout << fmt::format(
+          "Stopped at the time limit of {:g} min at step {} of {}, before the end of the plan "
+          "(test accuracy so far: {:.2f} %); the checkpoint is in {}. Run the same command again "
+          "to continue.\n",
+          limit_minutes, step, plan->last_step(), acc ? acc->value * 100 : 0.0, f.logdir);
+    }
+    return f.time_limit_exit_code;
   }
   if (!chief) return 0;  // the chief reports
-  auto acc = th::metrics_board(g).latest("eval/accuracy");
   std::cout << fmt::format(
-      "Final test accuracy: {:.2f} % at step {} ({} steps in {:.1f} min; TensorBoard: "
-      "tensorboard --logdir {})\n",
+      "Final test accuracy: {:.2f} % at step {} ({} steps in {:.1f} min; to view the run: "
+      "trainhooks board {})\n",
       acc ? acc->value * 100 : 0.0, step, step - first_step, elapsed.count() / 60, f.logdir);
   return 0;
 }
@@ -505,7 +678,10 @@ int main(int argc, char** argv) {
   app.add_option("--optimizer", f.optimizer)
       ->check(CLI::IsMember({"adam", "sgd"}))
       ->capture_default_str();
-  app.add_option("--warmup-steps", f.warmup_steps)->check(non_negative)->capture_default_str();
+  app.add_option("--warmup-steps", f.warmup_steps,
+                 "Steps of linear warm-up of the learning rate (default: 200, or a tenth of a "
+                 "shorter run)")
+      ->check(non_negative);
   app.add_option("--eval-every", f.eval_every, "Evaluate on the test split every N steps")
       ->check(positive)
       ->capture_default_str();
@@ -529,6 +705,13 @@ int main(int argc, char** argv) {
                  "Exit status after SIGTERM or SIGINT (default: 128 + the signal: 143, 130)")
       ->check(not_a_flag)
       ->check(CLI::Range(0, 255));
+  app.add_option("--time-limit-exit-code", f.time_limit_exit_code,
+                 "Exit status when the time limit stops the run before its last step")
+      ->check(not_a_flag)
+      ->check(CLI::Range(0, 255))
+      ->capture_default_str();
+  // Not in --help: for trying and testing the re-planning.
+  app.add_option("--step-delay-ms", f.step_delay_ms)->check(non_negative)->group("");
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {  // --help

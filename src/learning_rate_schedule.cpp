@@ -211,4 +211,25 @@ LearningRateSchedule linear_warmup(int64_t warmup_steps, LearningRateSchedule af
           std::move(description)};
 }
 
+LearningRateSchedule rescaled(LearningRateSchedule schedule, int64_t from_step, int64_t old_end,
+                              int64_t new_end) {
+  if (from_step < 0 || old_end <= from_step || new_end <= from_step) {
+    throw InvalidArgument(fmt::format(
+        "rescaled: needs 0 <= from_step < old_end and from_step < new_end, got from_step={}, "
+        "old_end={}, new_end={}",
+        from_step, old_end, new_end));
+  }
+  std::string description =
+      fmt::format("rescaled(from_step={}, old_end={}, new_end={}, schedule={})", from_step, old_end,
+                  new_end, schedule.describe());
+  const int64_t old_span = old_end - from_step, new_span = new_end - from_step;
+  return {[=, schedule = std::move(schedule)](int64_t step) {
+            if (step < from_step) return schedule(step);
+            // 128-bit product: no overflow for any pair of int64 spans.
+            const auto offset = static_cast<__int128>(step - from_step) * old_span / new_span;
+            return schedule(from_step + static_cast<int64_t>(offset));
+          },
+          std::move(description)};
+}
+
 }  // namespace trainhooks

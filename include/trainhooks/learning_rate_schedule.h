@@ -99,4 +99,17 @@ LearningRateSchedule inverse_time_decay(double learning_rate, int64_t decay_step
 LearningRateSchedule linear_warmup(int64_t warmup_steps, LearningRateSchedule after,
                                    double initial_learning_rate = 0);
 
+// A schedule planned to end at old_end, re-planned at from_step to end at new_end instead: the
+// same rates up to from_step, then the rest of `schedule` (from_step to old_end) stretched or
+// compressed over from_step to new_end:
+//   step < from_step:  schedule(step)
+//   otherwise:         schedule(from_step + (step - from_step) * (old_end - from_step)
+//                                            / (new_end - from_step))   (integer division)
+// so the rate is continuous at from_step and reaches schedule(old_end) exactly at new_end, a
+// warm-up still in progress keeps its shape, and re-planning again wraps the result. Integer
+// arithmetic: the same steps give the same rates on every run (a resumed run rebuilds it).
+// Requires from_step >= 0, old_end > from_step and new_end > from_step.
+LearningRateSchedule rescaled(LearningRateSchedule schedule, int64_t from_step, int64_t old_end,
+                              int64_t new_end);
+
 }  // namespace trainhooks

@@ -204,6 +204,10 @@ SessionRunArgs ProgressBarHook::before_run(SessionRunContext& ctx) {
     target_resolved_ = true;
   }
   draw_this_run_ = timer_->should_trigger_for_step(runs_ + 1);
+  if (draw_this_run_ && !options_.total_steps) {
+    // A re-planned run moves its StopAtStepHook's step (TimeBudgetHook): the bar follows.
+    if (auto last = stop_at_step_target(graph())) target_ = last;
+  }
   fetch_this_run_ = loss_ && (draw_this_run_ || (target_ && step + 1 == *target_));
   if (!fetch_this_run_) return {};
   return {Fetches(*loss_)};
@@ -225,7 +229,11 @@ void ProgressBarHook::after_run(SessionRunContext& ctx, const SessionRunValues& 
 
 void ProgressBarHook::end(Session& session) {
   if (!enabled_) return;
-  if (!target_resolved_) target_ = resolve_target(session.global_step());
+  if (!target_resolved_) {
+    target_ = resolve_target(session.global_step());
+  } else if (!options_.total_steps) {
+    if (auto last = stop_at_step_target(graph())) target_ = last;
+  }
   draw(session.global_step(), /*final=*/true);
 }
 

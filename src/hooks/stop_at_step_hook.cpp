@@ -35,12 +35,24 @@ void StopAtStepHook::begin() {
   // Every hook's begin() precedes every after_create_session(): a target left by an earlier
   // session on this graph is forgotten before this session's hooks publish theirs.
   graph().extension<StopAtStepTarget>().last_step.reset();
+  published_ = false;
 }
 
 void StopAtStepHook::after_create_session(Session& session, Coordinator&) {
   if (!last_step_) last_step_ = session.global_step() + *num_steps_;
   auto& target = graph().extension<StopAtStepTarget>().last_step;
   target = target ? std::min(*target, *last_step_) : *last_step_;
+  published_ = true;
+}
+
+void StopAtStepHook::set_last_step(int64_t last_step) {
+  // The published target follows when this hook's stop is the one it shows.
+  if (published_) {
+    auto& target = graph().extension<StopAtStepTarget>().last_step;
+    if (!target || *target == *last_step_) target = last_step;
+  }
+  last_step_ = last_step;
+  num_steps_.reset();
 }
 
 void StopAtStepHook::after_run(SessionRunContext& ctx, const SessionRunValues&) {

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdint>
@@ -21,6 +22,8 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "checkpoint/child_process.h"
 #include "test_util.h"
 #include "trainhooks/checkpoint/checkpoint_reader.h"
@@ -29,7 +32,10 @@
 
 namespace th = trainhooks;
 namespace fs = std::filesystem;
+using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
+using ::testing::MatchesRegex;
+using ::testing::Not;
 
 namespace {
 
@@ -116,13 +122,19 @@ class FashionMnistExampleTest : public ::testing::Test {
 
   // A small run: batch 8 (32 steps per epoch), one thread, no progress bar.
   std::vector<std::string> args(const std::string& logdir, int64_t steps) const {
-    return {"--data-dir",     data_->path(),
-            "--logdir",       logdir,
+    return {"--data-dir",
+            data_->path(),
+            "--logdir",
+            logdir,
             "--steps=" + std::to_string(steps),  // the equals form, as users also write it
-            "--batch-size",   "8",
-            "--warmup-steps", "50",
-            "--eval-every",   "100",
-            "--threads",      "1",
+            "--batch-size",
+            "8",
+            "--warmup-steps",
+            "50",
+            "--eval-every",
+            "100",
+            "--threads",
+            "1",
             "--no-progress"};
   }
 
@@ -222,25 +234,81 @@ TEST_F(FashionMnistExampleTest, AnInterruptedRunContinuesTheSameSchedule) {
 
 TEST_F(FashionMnistExampleTest, TheTimeLimitStopsWithACheckpointAndARerunContinues) {
   const std::string logdir = dir.file("run");
-  // Far more steps than 0.6 s allow: the TimeLimitHook ends the run, not the plan.
+  // Far more steps than 0.6 s allow: the TimeLimitHook ends the run, not the plan, and the exit
+  // status says so (75, EX_TEMPFAIL, or --time-limit-exit-code).
   auto a = args(logdir, 100000);
   for (auto s : {"--time-limit", "0.01"}) a.push_back(s);
   auto r = run_example(a, dir.file("first.txt"));
-  ASSERT_EQ(exit_code(r.status), 0) << read_file(dir.file("first.txt"));
+  ASSERT_EQ(exit_code(r.status), 75) << read_file(dir.file("first.txt"));
   const int64_t stopped_at = th::load_checkpoint(logdir).global_step();
   ASSERT_GT(stopped_at, 0);
   ASSERT_LT(stopped_at, 100000);
-  EXPECT_THAT(fmt::format("{}", fmt::join(r.lines, "\n")),
-              HasSubstr(fmt::format("Stopped at the time limit of 0.01 min at step {} of 100000; "
-                                    "the checkpoint is in {}. Run the same command again to "
-                                    "continue.",
-                                    stopped_at, logdir)));
+  ASSERT_FALSE(r.lines.empty());
+  EXPECT_THAT(r.lines.back(),
+              MatchesRegex(fmt::format("Stopped at the time limit of 0.01 min at step {} of "
+                                       "100000, before the end of the plan \\(test accuracy so "
+                                       "far: [0-9.]+ %\\); the checkpoint is in {}. Run the same "
+                                       "command again to continue.",
+                                       stopped_at, logdir)));
+  for (const auto& line : r.lines) EXPECT_THAT(line, Not(HasSubstr("Final test accuracy")));
   EXPECT_THAT(read_file(dir.file("first.txt")), HasSubstr("TimeLimitHook: time limit of 0.6 s"));
+  a.push_back("--time-limit-exit-code=0");
   auto again = run_example(a, dir.file("second.txt"));
   ASSERT_EQ(exit_code(again.status), 0) << read_file(dir.file("second.txt"));
   EXPECT_THAT(fmt::format("{}", fmt::join(again.lines, "\n")),
               HasSubstr(fmt::format("Resumed at step {}", stopped_at)));
   EXPECT_GT(th::load_checkpoint(logdir).global_step(), stopped_at);
+}
+
+// A machine slower than the one the plan was timed on (each step 15 ms longer than timed, about
+// 5 times): the run is re-planned while it trains (at step 200, with hundreds of steps left to
+// fit), ends at the re-planned step with its learning rate decayed, records the new plan, and a
+// rerun finds the run complete at that step.
+TEST_F(FashionMnistExampleTest, ASlowerMachineIsRePlannedAndTheScheduleStillEnds) {
+  const std::string logdir = dir.file("run");
+  const std::vector<std::string> a = {"--data-dir",
+                                      data_->path(),
+                                      "--logdir",
+                                      logdir,
+                                      "--minutes",
+                                      "0.5",
+                                      "--batch-size",
+                                      "8",
+                                      "--regularize",
+                                      "off",
+                                      "--summary-steps",
+                                      "10",
+                                      "--threads",
+                                      "1",
+                                      "--no-progress",
+                                      "--step-delay-ms",
+                                      "15"};
+  auto r = run_example(a, dir.file("first.txt"));
+  ASSERT_EQ(exit_code(r.status), 0) << read_file(dir.file("first.txt"));
+  const std::string out = fmt::format("{}", fmt::join(r.lines, "\n"));
+  EXPECT_THAT(out, ContainsRegex("Re-planned at step [0-9]+: [0-9.]+ ms per step here, so the run "
+                                 "ends at step [0-9]+ instead of [0-9]+, within the budget"));
+  const auto plan = nlohmann::json::parse(read_file(logdir + "/plan.json"));
+  ASSERT_FALSE(plan.at("replans").empty()) << plan.dump();
+  const int64_t last = plan["replans"].back()["last_step"].get<int64_t>();
+  EXPECT_LT(last, plan["total_steps"].get<int64_t>());
+  EXPECT_EQ(plan["warmup_steps"].get<int64_t>(),
+            std::min<int64_t>(200, plan["total_steps"].get<int64_t>() / 10));
+  EXPECT_EQ(th::load_checkpoint(logdir).global_step(), last);
+  EXPECT_THAT(r.lines.back(),
+              MatchesRegex(fmt::format("Final test accuracy: [0-9.]+ % at step {} .*", last)));
+  // The schedule ended with the run: the last rate written is a small fraction of the peak.
+  const auto rates = scalars(logdir, "learning_rate");
+  ASSERT_FALSE(rates.empty());
+  EXPECT_GT(rates.rbegin()->first, last - 20);
+  EXPECT_LT(rates.rbegin()->second, 0.01 * 2e-3);
+  auto again = run_example(a, dir.file("second.txt"));
+  EXPECT_EQ(exit_code(again.status), 0) << read_file(dir.file("second.txt"));
+  ASSERT_FALSE(again.lines.empty());
+  EXPECT_EQ(again.lines.back(),
+            fmt::format("The run in {} is complete ({} of {} steps). Train again with a new "
+                        "--logdir.",
+                        logdir, last, last));
 }
 
 TEST_F(FashionMnistExampleTest, BadFlagsAndMissingDataAreClearErrors) {
@@ -275,8 +343,7 @@ TEST_F(FashionMnistExampleTest, UsageErrorsNameTheFlagAndExitWithTwo) {
       {{"--logdir", "--steps", "5"},
        "--logdir: value missing (the next argument is the flag '--steps')"},
       {{"--steps", "5", "stray"}, "The following argument was not expected: stray"},
-      {{"--preempted-exit-code", "256"},
-       "--preempted-exit-code: Value 256 not in range 0 to 255"},
+      {{"--preempted-exit-code", "256"}, "--preempted-exit-code: Value 256 not in range 0 to 255"},
   };
   int n = 0;
   for (const auto& [flags, text] : cases) {
@@ -311,10 +378,26 @@ TEST_F(FashionMnistExampleTest, DistributedUnderTorchrunTrainsOnceAndReportsOnce
   const std::string torchrun = "/usr/bin/torchrun";
   if (!fs::exists(torchrun)) GTEST_SKIP() << "no " << torchrun << " (python3-torch)";
   const std::string logdir = dir.file("run");
-  std::vector<std::string> argv = {"/usr/bin/env", "-u", "RANK", "-u", "WORLD_SIZE", torchrun,
-                                   "--no_python", "--redirects", "2", "--tee", "2", "--nnodes=1",
-                                   "--nproc_per_node=2", "--master_addr", "127.0.0.1",
-                                   "--master_port", std::to_string(th::testing::free_port()), "--log_dir", dir.file("logs"), kExample,
+  std::vector<std::string> argv = {"/usr/bin/env",
+                                   "-u",
+                                   "RANK",
+                                   "-u",
+                                   "WORLD_SIZE",
+                                   torchrun,
+                                   "--no_python",
+                                   "--redirects",
+                                   "2",
+                                   "--tee",
+                                   "2",
+                                   "--nnodes=1",
+                                   "--nproc_per_node=2",
+                                   "--master_addr",
+                                   "127.0.0.1",
+                                   "--master_port",
+                                   std::to_string(th::testing::free_port()),
+                                   "--log_dir",
+                                   dir.file("logs"),
+                                   kExample,
                                    "--distributed"};
   for (const auto& a : args(logdir, 60)) argv.push_back(a);
   th::testing::ChildProcess child(argv, dir.file("stderr.txt"));

@@ -19,7 +19,7 @@
 //   Learning rate of train: cosine_decay(learning_rate=0.1, decay_steps=1000, alpha=0); 0.1 at
 //   step 0
 // A steady step allocates nothing. set_schedule() replaces the schedule while training (a plan
-// that changes: TimeBudgetHook and replanned(), learning_rate_schedule.h). A rate that is negative
+// that changes: TimeBudgetHook and rescaled(), learning_rate_schedule.h). A rate that is negative
 // or not finite (a custom schedule's) is an InvalidArgument naming the step. Needs a global step
 // (RuntimeError in begin()).
 //
