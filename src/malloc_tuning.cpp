@@ -65,7 +65,7 @@ std::string describe(MallocTuning tuning) {
     case MallocTuning::kNotYet:
       return "not yet applied (no Session created)";
     case MallocTuning::kApplied:
-      return "applied (mmap threshold 64 MiB, trim threshold 256 MiB)";
+      return "applied (mmap threshold 128 MiB, trim threshold 256 MiB)";
     case MallocTuning::kOffByEnv:
       return "off (TRAINHOOKS_MALLOC_TUNING=0)";
     case MallocTuning::kOffByCall:

@@ -21,7 +21,7 @@ namespace th = trainhooks;
 
 namespace {
 
-// A block above glibc's largest dynamic mmap threshold (32 MiB) and below the library's (64 MiB),
+// A block above glibc's largest dynamic mmap threshold (32 MiB) and below the library's (128 MiB),
 // and larger than the free memory already in the heap (the process's start-up may leave some):
 // glibc's defaults map it, the tuned heap grows to serve it. 0 when no such size exists.
 size_t block_size() {
@@ -106,7 +106,7 @@ TEST(MallocTuningTest, TheFirstSessionKeepsLargeBlocksInTheHeap) {
   ASSERT_EQ(th::malloc_tuning(), th::MallocTuning::kApplied) << th::describe(th::malloc_tuning());
   EXPECT_FALSE(block_is_mapped());
   EXPECT_EQ(th::describe(th::malloc_tuning()),
-            "applied (mmap threshold 64 MiB, trim threshold 256 MiB)");
+            "applied (mmap threshold 128 MiB, trim threshold 256 MiB)");
 }
 
 TEST(MallocTuningTest, ANewProcessWithGlibcDefaultsIsTunedByItsFirstSession) {

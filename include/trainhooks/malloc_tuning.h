@@ -6,9 +6,12 @@
 // heap is trimmed as soon as 128 KiB are free: each step maps, faults in page by page (the kernel
 // clears every 4 KiB) and unmaps the same memory again. Measured on the Fashion-MNIST CNN, that is
 // 30-44 % of the step (docs/benchmarks.md). The first Session of a process therefore sets
-//   M_MMAP_THRESHOLD = 64 MiB   (blocks below it come from the heap and are reused)
+//   M_MMAP_THRESHOLD = 128 MiB  (blocks below it come from the heap and are reused: also an
+//                               evaluation batch's largest activation, e.g. 1,000 images through
+//                               a 32-channel 3x3 convolution, 86 MB, which at 64 MiB was mapped,
+//                               faulted in and unmapped at every batch, twice as slow)
 //   M_TRIM_THRESHOLD = 256 MiB  (up to that much freed memory stays in the process)
-// the same as GLIBC_TUNABLES=glibc.malloc.mmap_threshold=67108864:glibc.malloc.trim_threshold=
+// the same as GLIBC_TUNABLES=glibc.malloc.mmap_threshold=134217728:glibc.malloc.trim_threshold=
 // 268435456. The cost: a process keeps up to 256 MiB of freed memory (RSS) instead of returning
 // it at once.
 //
@@ -37,7 +40,7 @@ enum class MallocTuning {
   kUnsupported,   // not glibc
 };
 
-inline constexpr std::size_t kMallocMmapThreshold = std::size_t{64} << 20;
+inline constexpr std::size_t kMallocMmapThreshold = std::size_t{128} << 20;
 inline constexpr std::size_t kMallocTrimThreshold = std::size_t{256} << 20;
 
 // Before the first Session: whether the library may tune malloc (default true). Later calls have
