@@ -52,9 +52,11 @@ void TimeBudgetHook::after_create_session(Session&, Coordinator&) {
 double TimeBudgetHook::recent_seconds_per_step() const {
   // The median of the last three intervals; of two, the smaller: an interval that held an
   // evaluation or a checkpoint is not taken for the new rate.
-  std::vector<double> r = recent_;
-  std::sort(r.begin(), r.end());
-  return r.size() == 3 ? r[1] : r.front();
+  // No copy: this runs on the training thread (erase and push_back keep recent_'s capacity).
+  const auto& r = recent_;
+  if (r.size() == 1) return r[0];
+  if (r.size() == 2) return std::min(r[0], r[1]);
+  return std::max(std::min(r[0], r[1]), std::min(std::max(r[0], r[1]), r[2]));
 }
 
 void TimeBudgetHook::after_run(SessionRunContext& ctx, const SessionRunValues&) {
