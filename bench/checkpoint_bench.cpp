@@ -22,8 +22,8 @@
 //
 // --save-only 1 runs only the synchronous saves (for a profiler).
 #include <ATen/ATen.h>
-#include <torch/optim/sgd.h>
 #include <fcntl.h>
+#include <torch/optim/sgd.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -205,7 +205,7 @@ int main(int argc, char** argv) {
     const std::string prefix = (dir / "model.ckpt").string();
     std::vector<double> dd, save, copy, stall, write, cat, restore, restore_ratio;
     std::vector<double> save_ratio, stall_ratio;  // per repetition: neighbours in time
-    std::vector<double> floor_ratio;               // RestoreFloor / cat, neighbours in time
+    std::vector<double> floor_ratio;              // RestoreFloor / cat, neighbours in time
     RestoreFloor restore_floor;
     uint64_t bytes = 0;
     int64_t step = 0;
@@ -274,18 +274,19 @@ int main(int argc, char** argv) {
     fmt::print(
         "{:>6.0f}MB {:>10.0f} {:>10.0f} {:>7.2f} {:>10.2f} {:>10.2f} {:>7.2f} {:>10.1f} "
         "{:>9.2f} {:>10.2f} {:>7.2f} {:>13}\n",
-        state_mb, dd_rate, save_rate, save_dd, median(copy) * 1e3, median(stall) * 1e3,
-        stall_copy, median(write) * 1e3, median(cat) * 1e3, median(restore) * 1e3, cat_ratio,
+        state_mb, dd_rate, save_rate, save_dd, median(copy) * 1e3, median(stall) * 1e3, stall_copy,
+        median(write) * 1e3, median(cat) * 1e3, median(restore) * 1e3, cat_ratio,
         fmt::format(
             "{:.2f}-{:.2f} ({})", *std::min_element(restore_ratio.begin(), restore_ratio.end()),
             *std::max_element(restore_ratio.begin(), restore_ratio.end()), restore_ratio.size()));
     fmt::print(
         "json: {{\"bench\": \"checkpoint\", \"size_mb\": {}, \"state_mb\": {:.2f}, "
-        "\"save_dd\": {}, \"stall_copy\": {}, \"restore_cat\": {}, \"floor_cat\": {}, \"dd_s\": {}, \"save_s\": {}, "
+        "\"save_dd\": {}, \"stall_copy\": {}, \"restore_cat\": {}, \"floor_cat\": {}, \"dd_s\": "
+        "{}, \"save_s\": {}, "
         "\"stall_s\": {}, \"copy_s\": {}, \"write_s\": {}, \"cat_s\": {}, \"restore_s\": {}}}\n",
-        mb, state_mb, json_array(save_ratio), json_array(stall_ratio), json_array(restore_ratio), json_array(floor_ratio),
-        json_array(dd), json_array(save), json_array(stall), json_array(copy), json_array(write),
-        json_array(cat), json_array(restore));
+        mb, state_mb, json_array(save_ratio), json_array(stall_ratio), json_array(restore_ratio),
+        json_array(floor_ratio), json_array(dd), json_array(save), json_array(stall),
+        json_array(copy), json_array(write), json_array(cat), json_array(restore));
     std::fflush(stdout);
   }
   fmt::print("Budgets (save/dd >= 0.70, stall/copy <= 2, restore/cat <= 1.5): {}\n",

@@ -11,10 +11,10 @@
 #include <thread>
 #include <vector>
 
-#include "util/crc32c.h"
 #include "summary/event_encoding.h"
 #include "trainhooks/summary/event_writer.h"
 #include "trainhooks/summary/summary.h"
+#include "util/crc32c.h"
 
 namespace {
 

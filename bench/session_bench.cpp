@@ -3,9 +3,9 @@
 //
 //   session_bench [benchmark flags]                 the micro and end-to-end benchmarks
 //   session_bench --seed-steps=N --mode=MODE        trains the seed model N steps and exits;
-//                                                   MODE: raw | raw_keep | mts | mts_into | session.
-//                                                   Instruction counts of N and 3N steps give the
-//                                                   per-step cost (scripts/bench.sh).
+//                                                   MODE: raw | raw_keep | mts | mts_into |
+//                                                   session. Instruction counts of N and 3N steps
+//                                                   give the per-step cost (scripts/bench.sh).
 //   session_bench --seed-steps=N --mode=MODE --n=K  runs a micro benchmark's loop N times: MODE
 //                                                   chain | direct (K nodes), idle_hooks (K hooks).
 //
@@ -34,9 +34,9 @@
 #include "trainhooks/hooks/metrics_logger_hook.h"
 #include "trainhooks/hooks/profiler_hook.h"
 #include "trainhooks/hooks/time_limit_hook.h"
-#include "trainhooks/training_session.h"
 #include "trainhooks/optimizers.h"
 #include "trainhooks/session.h"
+#include "trainhooks/training_session.h"
 
 namespace th = trainhooks;
 
@@ -242,7 +242,8 @@ struct GraphLoop {
     train = g.minimize("train", loss, th::sgd(0.1));
     if (monitored) {
       th::Env env{.log = std::make_shared<DiscardingLogSink>()};
-      sess = std::make_unique<th::MonitoredTrainingSession>(g, th::MonitoredTrainingSessionOptions{.env = env});
+      sess = std::make_unique<th::MonitoredTrainingSession>(
+          g, th::MonitoredTrainingSessionOptions{.env = env});
     } else {
       g.initialize();
       bare = std::make_unique<th::Session>(g);
@@ -370,7 +371,9 @@ BENCHMARK(BM_SeedInterleaved)->Arg(0)->Arg(1)->Arg(2)->Arg(3)->Unit(benchmark::k
 
 // ---- Driver for instruction counting ----------------------------------------------------------
 
-bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
+bool starts_with(std::string_view s, std::string_view prefix) {
+  return s.substr(0, prefix.size()) == prefix;
+}
 
 // The micro benchmarks' loops for counting instructions: `steps` runs of an n-node chain through
 // a bare Session (chain) or as plain closures (direct), or of a one-node graph through a
@@ -422,12 +425,14 @@ int seed_driver(int64_t steps, std::string_view mode) {
   if (mode == "raw" || mode == "raw_keep") {
     RawLoop raw(data, mode == "raw_keep");
     for (int64_t i = 0; i < steps; ++i) raw.step();
-    std::printf("raw: %lld steps, W = %f\n", static_cast<long long>(raw.step_count), raw.W.item<float>());
+    std::printf("raw: %lld steps, W = %f\n", static_cast<long long>(raw.step_count),
+                raw.W.item<float>());
   } else if (mode == "mts" || mode == "mts_into") {
     GraphLoop mts(data, true);
     const bool reuse = mode == "mts_into";
     for (int64_t i = 0; i < steps; ++i) reuse ? mts.step_into() : mts.step();
-    std::printf("%s: %lld steps, W = %f\n", std::string(mode).c_str(), static_cast<long long>(mts.g.global_step_value()),
+    std::printf("%s: %lld steps, W = %f\n", std::string(mode).c_str(),
+                static_cast<long long>(mts.g.global_step_value()),
                 mts.g.variable_value(mts.W).item<float>());
   } else if (mode == "session") {
     GraphLoop bare(data, false);
@@ -435,7 +440,8 @@ int seed_driver(int64_t steps, std::string_view mode) {
     std::printf("session: %lld steps, W = %f\n", static_cast<long long>(bare.g.global_step_value()),
                 bare.g.variable_value(bare.W).item<float>());
   } else {
-    std::fprintf(stderr, "unknown --mode=%s (raw, raw_keep, mts, mts_into or session)\n", std::string(mode).c_str());
+    std::fprintf(stderr, "unknown --mode=%s (raw, raw_keep, mts, mts_into or session)\n",
+                 std::string(mode).c_str());
     return 2;
   }
   return 0;

@@ -112,7 +112,8 @@ void Coordinator::join(double stop_grace_period_secs) {
   auto error = error_;
   lock.unlock();
   if (error) std::rethrow_exception(error);
-  if (!stragglers.empty()) throw RuntimeError("Coordinator stopped with threads still running: " + stragglers);
+  if (!stragglers.empty())
+    throw RuntimeError("Coordinator stopped with threads still running: " + stragglers);
 }
 
 bool Coordinator::joined() const {

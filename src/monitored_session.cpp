@@ -34,7 +34,8 @@ std::unique_ptr<Session> WorkerSessionCreator::create_session() {
 
 Session& StepContext::session() { return sess_.raw_session(); }
 
-RunResults StepContext::run_with_hooks(const Fetches& fetches, FeedsView feeds, const RunOptions& options) {
+RunResults StepContext::run_with_hooks(const Fetches& fetches, FeedsView feeds,
+                                       const RunOptions& options) {
   return sess_.run(fetches, feeds, options);
 }
 
@@ -76,13 +77,16 @@ MonitoredSession::MonitoredSession(std::unique_ptr<SessionCreator> creator, Hook
       uncaught_at_construction_(std::uncaught_exceptions()) {
   if (!creator_) throw InvalidArgument("MonitoredSession: session_creator is null");
   if (!(options_.stop_grace_period_secs >= 0)) {
-    throw InvalidArgument(fmt::format("MonitoredSession: invalid stop_grace_period_secs {}", options_.stop_grace_period_secs));
+    throw InvalidArgument(fmt::format("MonitoredSession: invalid stop_grace_period_secs {}",
+                                      options_.stop_grace_period_secs));
   }
   if (options_.max_recovery_attempts < 0) {
-    throw InvalidArgument(fmt::format("MonitoredSession: invalid max_recovery_attempts {}", options_.max_recovery_attempts));
+    throw InvalidArgument(fmt::format("MonitoredSession: invalid max_recovery_attempts {}",
+                                      options_.max_recovery_attempts));
   }
   if (!(options_.recovery_backoff_secs >= 0)) {
-    throw InvalidArgument(fmt::format("MonitoredSession: invalid recovery_backoff_secs {}", options_.recovery_backoff_secs));
+    throw InvalidArgument(fmt::format("MonitoredSession: invalid recovery_backoff_secs {}",
+                                      options_.recovery_backoff_secs));
   }
   for (size_t i = 0; i < hooks_.size(); ++i) {
     if (!hooks_[i]) throw InvalidArgument(fmt::format("MonitoredSession: hooks[{}] is null", i));
@@ -189,8 +193,9 @@ bool MonitoredSession::should_recover(std::exception_ptr& error) {
     return false;
   }
   if (recovery_attempts_ >= options_.max_recovery_attempts) {
-    env_.error(fmt::format("Giving up after {} consecutive attempts to recover the session. Error: {}",
-                           recovery_attempts_, what(error)));
+    env_.error(
+        fmt::format("Giving up after {} consecutive attempts to recover the session. Error: {}",
+                    recovery_attempts_, what(error)));
     return false;
   }
   ++recovery_attempts_;
@@ -323,8 +328,9 @@ void MonitoredSession::run_into(const Fetches& fetches, FeedsView feeds, const R
   run_hooked(fetches, feeds, options, metadata, out);
 }
 
-void MonitoredSession::run_hooked(const Fetches& fetches, FeedsView feeds, const RunOptions& options,
-                                  RunMetadata* metadata, RunResults& out) {
+void MonitoredSession::run_hooked(const Fetches& fetches, FeedsView feeds,
+                                  const RunOptions& options, RunMetadata* metadata,
+                                  RunResults& out) {
   // TF's _RecoverableSession: a lost peer or a preemption recreates the session and retries.
   for (;;) {
     try {
@@ -421,7 +427,8 @@ void MonitoredSession::run_once(const Fetches& fetches, FeedsView feeds, const R
       Node n = g.resolve(f.node);
       if (hook_feed_stamp_[n.index] == feed_stamp_) conflicts.push_back(n);
     }
-    if (!conflicts.empty()) throw RuntimeError(conflict_message("Same tensor is fed by two hooks.", g, conflicts));
+    if (!conflicts.empty())
+      throw RuntimeError(conflict_message("Same tensor is fed by two hooks.", g, conflicts));
     for (auto& f : args.feeds) {
       hook_feed_stamp_[g.resolve(f.node).index] = feed_stamp_;
       combined_feeds_.push_back(std::move(f));
@@ -440,9 +447,11 @@ void MonitoredSession::run_once(const Fetches& fetches, FeedsView feeds, const R
       std::vector<Node> ordered;
       for (size_t k = feeds.size(); k < combined_feeds_.size(); ++k) {
         Node n = g.resolve(combined_feeds_[k].node);
-        if (std::find(conflicts.begin(), conflicts.end(), n) != conflicts.end()) ordered.push_back(n);
+        if (std::find(conflicts.begin(), conflicts.end(), n) != conflicts.end())
+          ordered.push_back(n);
       }
-      throw RuntimeError(conflict_message("Same tensor is fed by a SessionRunHook and user.", g, ordered));
+      throw RuntimeError(
+          conflict_message("Same tensor is fed by a SessionRunHook and user.", g, ordered));
     }
     run_feeds = combined_feeds_;
   }
@@ -547,8 +556,10 @@ MonitoredSessionOptions singular(MonitoredSessionOptions options) {
 
 }  // namespace
 
-SingularMonitoredSession::SingularMonitoredSession(Graph& graph, Hooks hooks, MonitoredSessionOptions options)
-    : MonitoredSession(std::make_unique<ChiefSessionCreator>(graph, SessionCreatorOptions{options.env}),
-                       std::move(hooks), singular(options)) {}
+SingularMonitoredSession::SingularMonitoredSession(Graph& graph, Hooks hooks,
+                                                   MonitoredSessionOptions options)
+    : MonitoredSession(
+          std::make_unique<ChiefSessionCreator>(graph, SessionCreatorOptions{options.env}),
+          std::move(hooks), singular(options)) {}
 
 }  // namespace trainhooks

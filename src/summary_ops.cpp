@@ -19,7 +19,8 @@ struct SummaryCollection {
 };
 
 Node add_summary_node(Graph& g, std::string tag, ValueKind kind, OpFn fn, ImageOptions image = {}) {
-  if (tag.empty()) throw InvalidArgument(fmt::format("summary {}: tag must not be empty", value_kind_name(kind)));
+  if (tag.empty())
+    throw InvalidArgument(fmt::format("summary {}: tag must not be empty", value_kind_name(kind)));
   Node n = g.op("summaries/" + tag, std::move(fn));
   auto& c = g.extension<SummaryCollection>();
   c.by_node[n.index] = c.specs.size();
@@ -28,7 +29,8 @@ Node add_summary_node(Graph& g, std::string tag, ValueKind kind, OpFn fn, ImageO
 }
 
 at::Tensor text_tensor(const std::string& s) {
-  return at::from_blob(const_cast<char*>(s.data()), {static_cast<int64_t>(s.size())}, at::kByte).clone();
+  return at::from_blob(const_cast<char*>(s.data()), {static_cast<int64_t>(s.size())}, at::kByte)
+      .clone();
 }
 
 }  // namespace
@@ -46,15 +48,18 @@ Node histogram(Graph& g, std::string tag, NodeRef values) {
 Node image(Graph& g, std::string tag, NodeRef images, ImageOptions options) {
   Node v = g.resolve(images);
   if (options.max_outputs <= 0) {
-    throw InvalidArgument(fmt::format("summary image '{}': invalid max_outputs {}", tag, options.max_outputs));
+    throw InvalidArgument(
+        fmt::format("summary image '{}': invalid max_outputs {}", tag, options.max_outputs));
   }
-  return add_summary_node(g, std::move(tag), ValueKind::kImage, [v](Run& r) { return r[v]; }, options);
+  return add_summary_node(
+      g, std::move(tag), ValueKind::kImage, [v](Run& r) { return r[v]; }, options);
 }
 
 Node text(Graph& g, std::string tag, std::function<std::string(Run&)> fn) {
   if (!fn) throw InvalidArgument(fmt::format("summary text '{}': fn is empty", tag));
   // The text travels through the run as its UTF-8 bytes.
-  return add_summary_node(g, std::move(tag), ValueKind::kText, [fn = std::move(fn)](Run& r) { return text_tensor(fn(r)); });
+  return add_summary_node(g, std::move(tag), ValueKind::kText,
+                          [fn = std::move(fn)](Run& r) { return text_tensor(fn(r)); });
 }
 
 Node text(Graph& g, std::string tag, std::string constant_text) {
@@ -82,8 +87,9 @@ void add_value(Graph& g, Node node, const at::Tensor& value, Summary& out) {
   switch (s.kind) {
     case ValueKind::kScalar:
       if (!value.defined() || value.numel() != 1) {
-        throw InvalidArgument(fmt::format("summary scalar '{}': the value must have one element, got {}", s.tag,
-                                          value.defined() ? value.numel() : 0));
+        throw InvalidArgument(
+            fmt::format("summary scalar '{}': the value must have one element, got {}", s.tag,
+                        value.defined() ? value.numel() : 0));
       }
       out.add_scalar(s.tag, value.item<float>());
       break;

@@ -279,10 +279,10 @@ class FileDescriptorsExhausted {
   int errno_ = 0;
 };
 
-// UndefinedBehaviorSanitizer's vptr check reads an object's memory through a pipe (sanitizer_common's
-// IsAccessibleMemoryRange); in a process with no descriptor left, it reports each polymorphic call
-// it has not seen before as "invalid vptr", wherever it is. Its handler is in the process only
-// when the build is instrumented with it (`make sanitize`).
+// UndefinedBehaviorSanitizer's vptr check reads an object's memory through a pipe
+// (sanitizer_common's IsAccessibleMemoryRange); in a process with no descriptor left, it reports
+// each polymorphic call it has not seen before as "invalid vptr", wherever it is. Its handler is in
+// the process only when the build is instrumented with it (`make sanitize`).
 bool ubsan_vptr_check_in_process() {
   return ::dlsym(RTLD_DEFAULT, "__ubsan_handle_dynamic_type_cache_miss_abort") != nullptr ||
          ::dlsym(RTLD_DEFAULT, "__ubsan_handle_dynamic_type_cache_miss") != nullptr;
@@ -510,7 +510,8 @@ TEST(RecoverableSessionTest, StepFnRecoveryFromCoordinatorExceptionWhenRunHooks)
 TEST(RecoverableSessionTest, RecoveryFromNonPreemptionInCoordinator) {
   CountingFixture f;
   auto sess = f.session(std::make_shared<StopCoordinatorWithException>(
-      2, std::make_exception_ptr(th::UnknownError("Some fatal exception inside the coordinator."))));
+      2,
+      std::make_exception_ptr(th::UnknownError("Some fatal exception inside the coordinator."))));
   sess->run(f.m.train, f.m.feed());
   EXPECT_FALSE(sess->should_stop());
   sess->run(f.m.train, f.m.feed());
@@ -526,7 +527,8 @@ TEST(RecoverableSessionTest, RecoveryFromNonPreemptionInCoordinator) {
 TEST(RecoverableSessionTest, RecoveryFromNonPreemptionInCoordinatorWhenRunHooks) {
   CountingFixture f;
   auto sess = f.session(std::make_shared<StopCoordinatorWithException>(
-      2, std::make_exception_ptr(th::UnknownError("Some fatal exception inside the coordinator."))));
+      2,
+      std::make_exception_ptr(th::UnknownError("Some fatal exception inside the coordinator."))));
   auto step = [&](th::StepContext& ctx) { ctx.run_with_hooks(f.m.train, f.m.feed()); };
   sess->run_step_fn(step);
   EXPECT_FALSE(sess->should_stop());
@@ -557,8 +559,7 @@ TEST(MonitoredSessionRecoveryTest, TheCoordinatorsErrorWinsOverAHooksEndErrorAtC
   auto sess = std::make_unique<th::MonitoredSession>(
       std::make_unique<th::ChiefSessionCreator>(f.m.g,
                                                 th::SessionCreatorOptions{.env = f.fake.env()}),
-      th::Hooks{std::make_shared<FailingEnd>()},
-      th::MonitoredSessionOptions{.env = f.fake.env()});
+      th::Hooks{std::make_shared<FailingEnd>()}, th::MonitoredSessionOptions{.env = f.fake.env()});
   sess->coordinator().request_stop(std::make_exception_ptr(th::UnknownError("thread failed")));
   EXPECT_EQ(th::testing::error_message<th::UnknownError>([&] { sess->close(); }), "thread failed");
   EXPECT_EQ(f.fake.log->messages(th::LogLevel::kError),
@@ -622,8 +623,7 @@ TEST(MonitoredSessionStopTest, AStopAgreedThroughThePolicyRefusesTheNextRun) {
   policy->answer = [](bool) { return true; };  // another process stopped
   auto sess = f.session({.stop_policy = policy});
   EXPECT_TRUE(sess->should_stop());
-  EXPECT_EQ(th::testing::error_message<th::RuntimeError>(
-                [&] { sess->run(f.m.train, f.m.feed()); }),
+  EXPECT_EQ(th::testing::error_message<th::RuntimeError>([&] { sess->run(f.m.train, f.m.feed()); }),
             "Run called even after should_stop requested.");
 }
 

@@ -10,19 +10,18 @@
 #include <vector>
 
 #include "test_util.h"
+#include "trainhooks/checkpoint/saver.h"
+#include "trainhooks/errors.h"
 #include "trainhooks/hooks/preemption_hook.h"
 #include "trainhooks/hooks/step_counter_hook.h"
-#include "trainhooks/errors.h"
-#include "trainhooks/checkpoint/saver.h"
 #include "trainhooks/hooks/stop_at_step_hook.h"
+#include "trainhooks/optimizers.h"
 #include "trainhooks/summary/event_reader.h"
 #include "trainhooks/summary/event_writer.h"
-#include "trainhooks/optimizers.h"
 
 namespace th = trainhooks;
 
 namespace {
-
 
 // Records every call it receives, in a log shared by all hooks of a test.
 struct RecordingHook : th::SessionRunHook {
@@ -36,7 +35,9 @@ struct RecordingHook : th::SessionRunHook {
       : name(std::move(n)), log(c), declared(d) {}
   Calls calls() const override { return declared; }
   void begin() override { log->push_back(name + ".begin"); }
-  void after_create_session(th::Session&, th::Coordinator&) override { log->push_back(name + ".after_create_session"); }
+  void after_create_session(th::Session&, th::Coordinator&) override {
+    log->push_back(name + ".after_create_session");
+  }
   th::SessionRunArgs before_run(th::SessionRunContext&) override {
     log->push_back(name + ".before_run");
     return args;
@@ -75,18 +76,21 @@ TEST(MonitoredSessionTest, CallsHooksInTfOrder) {
     EXPECT_TRUE(m.g.finalized());
     sess.run(m.train, m.feeds());
   }
-  EXPECT_EQ(calls, (std::vector<std::string>{"a.begin", "b.begin", "a.after_create_session", "b.after_create_session",
-                                             "a.before_run", "b.before_run", "a.after_run", "b.after_run", "a.end",
-                                             "b.end"}));
+  EXPECT_EQ(calls,
+            (std::vector<std::string>{"a.begin", "b.begin", "a.after_create_session",
+                                      "b.after_create_session", "a.before_run", "b.before_run",
+                                      "a.after_run", "b.after_run", "a.end", "b.end"}));
 }
 
 TEST(MonitoredSessionTest, AHookIsCalledPerRunOnlyForTheCallsItDeclares) {
   Model m;
   std::vector<std::string> calls;
-  auto none = std::make_shared<RecordingHook>("none", &calls,
-                                              th::SessionRunHook::Calls{false, false});
-  auto after = std::make_shared<RecordingHook>("after", &calls, th::SessionRunHook::Calls{false, true});
-  auto before = std::make_shared<RecordingHook>("before", &calls, th::SessionRunHook::Calls{true, false});
+  auto none =
+      std::make_shared<RecordingHook>("none", &calls, th::SessionRunHook::Calls{false, false});
+  auto after =
+      std::make_shared<RecordingHook>("after", &calls, th::SessionRunHook::Calls{false, true});
+  auto before =
+      std::make_shared<RecordingHook>("before", &calls, th::SessionRunHook::Calls{true, false});
   auto both = std::make_shared<RecordingHook>("both", &calls);
   // Fetches of a hook whose before_run is skipped are never asked for.
   none->args.fetches = {m.loss};
@@ -99,12 +103,18 @@ TEST(MonitoredSessionTest, AHookIsCalledPerRunOnlyForTheCallsItDeclares) {
   }
   std::vector<std::string> per_run = {"before.before_run", "both.before_run", "after.after_run",
                                       "both.after_run"};
-  std::vector<std::string> expected = {"none.begin", "after.begin", "before.begin", "both.begin",
-                                       "none.after_create_session", "after.after_create_session",
-                                       "before.after_create_session", "both.after_create_session"};
+  std::vector<std::string> expected = {"none.begin",
+                                       "after.begin",
+                                       "before.begin",
+                                       "both.begin",
+                                       "none.after_create_session",
+                                       "after.after_create_session",
+                                       "before.after_create_session",
+                                       "both.after_create_session"};
   expected.insert(expected.end(), per_run.begin(), per_run.end());
   expected.insert(expected.end(), per_run.begin(), per_run.end());
-  for (const char* h : {"none", "after", "before", "both"}) expected.push_back(std::string(h) + ".end");
+  for (const char* h : {"none", "after", "before", "both"})
+    expected.push_back(std::string(h) + ".end");
   EXPECT_EQ(calls, expected);
   // The hook called after the run only gets no values; the other its own fetch.
   ASSERT_EQ(after->seen.size(), 2u);
@@ -154,7 +164,8 @@ TEST(MonitoredSessionTest, HookFeedsReachTheRunAndConflictsAreErrors) {
   q->args.feeds = {{"x", torch::tensor({4.0f})}};
   th::MonitoredSession sess2(chief(m2.g), {p, q});
   EXPECT_THROW(sess2.run(m2.loss), th::RuntimeError);
-  EXPECT_EQ(th::testing::error_message([&] { sess2.run(m2.loss); }), "Same tensor is fed by two hooks. Conflict(s): [x]");
+  EXPECT_EQ(th::testing::error_message([&] { sess2.run(m2.loss); }),
+            "Same tensor is fed by two hooks. Conflict(s): [x]");
 }
 
 TEST(MonitoredSessionTest, RunOptionsFromHooksAreMerged) {
@@ -163,7 +174,9 @@ TEST(MonitoredSessionTest, RunOptionsFromHooksAreMerged) {
     th::RunOptions::TraceLevel level;
     th::SessionRunValues last;
     explicit OptionsHook(th::RunOptions::TraceLevel l) : level(l) {}
-    th::SessionRunArgs before_run(th::SessionRunContext&) override { return {.options = {.trace_level = level, .timeout_in_ms = 100}}; }
+    th::SessionRunArgs before_run(th::SessionRunContext&) override {
+      return {.options = {.trace_level = level, .timeout_in_ms = 100}};
+    }
     void after_run(th::SessionRunContext&, const th::SessionRunValues& v) override { last = v; }
   };
   auto a = std::make_shared<OptionsHook>(th::RunOptions::FULL_TRACE);
@@ -194,7 +207,8 @@ TEST(MonitoredSessionTest, RequestStopEndsAfterTheCurrentRunWhoseResultsAreRetur
   EXPECT_EQ(loops, 3);
   EXPECT_EQ(m.g.global_step_value(), 3);
   EXPECT_THROW(sess.run(m.train, m.feeds()), th::RuntimeError);
-  EXPECT_EQ(th::testing::error_message([&] { sess.run(m.train, m.feeds()); }), "Run called even after should_stop requested.");
+  EXPECT_EQ(th::testing::error_message([&] { sess.run(m.train, m.feeds()); }),
+            "Run called even after should_stop requested.");
 }
 
 TEST(MonitoredSessionTest, ChiefInitializesAndWorkerKeepsState) {
@@ -215,7 +229,8 @@ TEST(MonitoredSessionTest, ChiefInitializesAndWorkerKeepsState) {
 
 TEST(MonitoredSessionTest, EndOfInputStopsCleanly) {
   th::Graph g;
-  auto batch = g.input("in", th::tensor_source({torch::arange(5).to(torch::kFloat)}, {"x"}), {.batch_size = 2});
+  auto batch = g.input("in", th::tensor_source({torch::arange(5).to(torch::kFloat)}, {"x"}),
+                       {.batch_size = 2});
   auto w = g.variable("w", torch::tensor({1.0f}));
   auto loss = g.op("loss", [=](th::Run& r) { return (r[batch[0]] * r[w]).sum(); });
   auto train = g.minimize("train", loss, th::sgd(0.01));
@@ -234,8 +249,9 @@ TEST(MonitoredSessionTest, EndOfInputStopsCleanly) {
   EXPECT_TRUE(last.end_of_input());
   EXPECT_THROW(last[loss], th::OutOfRangeError);
   EXPECT_EQ(fake.log->messages(th::LogLevel::kInfo),
-            (std::vector<std::string>{"Reached the end of input; stopping: End of input 'in' after 1 epoch(s) "
-                                      "[while evaluating train <- loss <- in/x]"}));
+            (std::vector<std::string>{
+                "Reached the end of input; stopping: End of input 'in' after 1 epoch(s) "
+                "[while evaluating train <- loss <- in/x]"}));
   sess.close();
   EXPECT_EQ(calls.back(), "h.end");  // a clean stop runs end()
   EXPECT_EQ(std::count(calls.begin(), calls.end(), "h.after_run"), 3);
@@ -270,7 +286,8 @@ TEST(MonitoredSessionTest, CloseIsIdempotentAndRunsEndOnce) {
   EXPECT_EQ(std::count(calls.begin(), calls.end(), "a.end"), 1);
   EXPECT_TRUE(sess.closed());
   EXPECT_TRUE(sess.should_stop());
-  EXPECT_EQ(th::testing::error_message([&] { sess.run(m.loss, m.feeds()); }), "Attempted to use a closed MonitoredSession.");
+  EXPECT_EQ(th::testing::error_message([&] { sess.run(m.loss, m.feeds()); }),
+            "Attempted to use a closed MonitoredSession.");
 }
 
 TEST(MonitoredSessionTest, EndIsSkippedWhileAnExceptionUnwinds) {
@@ -385,10 +402,11 @@ TEST(MonitoredSessionTest, AbortedRunRecreatesTheSessionAndRetries) {
   EXPECT_EQ(std::count(calls.begin(), calls.end(), "a.before_run"), 2);
   EXPECT_EQ(std::count(calls.begin(), calls.end(), "a.after_run"), 1);
   EXPECT_EQ(fake.log->messages(th::LogLevel::kInfo),
-            (std::vector<std::string>{
-                "An error was raised. This may be due to a preemption in a connected worker or parameter server. "
-                "The current session will be closed and a new session will be created. Error: worker 1 was "
-                "preempted [while evaluating flaky]"}));
+            (std::vector<std::string>{"An error was raised. This may be due to a preemption in a "
+                                      "connected worker or parameter server. "
+                                      "The current session will be closed and a new session will "
+                                      "be created. Error: worker 1 was "
+                                      "preempted [while evaluating flaky]"}));
 }
 
 TEST(MonitoredSessionTest, UnavailableIsRecoveredAndOtherErrorsPropagate) {
@@ -478,7 +496,8 @@ TEST(MonitoredSessionTest, HooksSeeTheGlobalStepBeforeTheIncrementAndAfterTheRun
 
 TEST(MonitoredSessionTest, NullHookAndCreatorAreRejected) {
   Model m;
-  EXPECT_EQ(th::testing::error_message([&] { th::MonitoredSession s(chief(m.g), {nullptr}); }), "MonitoredSession: hooks[0] is null");
+  EXPECT_EQ(th::testing::error_message([&] { th::MonitoredSession s(chief(m.g), {nullptr}); }),
+            "MonitoredSession: hooks[0] is null");
   EXPECT_THROW(th::MonitoredSession(nullptr), th::InvalidArgument);
 }
 
@@ -525,7 +544,8 @@ TEST(MonitoredTrainingSessionTest, WorkerRunsOnlyThePreemptionHookAndUserHooks) 
   std::vector<std::string> calls;
   auto user = std::make_shared<RecordingHook>("user", &calls);
   auto chief_only = std::make_shared<RecordingHook>("chief", &calls);
-  th::MonitoredTrainingSession sess(m.g, {.is_chief = false, .hooks = {user}, .chief_only_hooks = {chief_only}});
+  th::MonitoredTrainingSession sess(
+      m.g, {.is_chief = false, .hooks = {user}, .chief_only_hooks = {chief_only}});
   ASSERT_EQ(sess.hooks().size(), 2u);
   EXPECT_NE(std::dynamic_pointer_cast<th::PreemptionHook>(sess.hooks()[0]), nullptr);
   EXPECT_EQ(sess.hooks()[1], user);
@@ -552,13 +572,21 @@ TEST(MonitoredTrainingSessionTest, StopAtStepHookEndsTheSeedLoop) {
 
 TEST(MonitoredTrainingSessionTest, OptionErrorsAreClear) {
   Model m;
-  EXPECT_EQ(th::testing::error_message([&] { th::MonitoredTrainingSession s(m.g, {.save_checkpoint_secs = 10, .save_checkpoint_steps = 10}); }),
+  EXPECT_EQ(th::testing::error_message([&] {
+              th::MonitoredTrainingSession s(
+                  m.g, {.save_checkpoint_secs = 10, .save_checkpoint_steps = 10});
+            }),
             "Can not provide both save_checkpoint_secs and save_checkpoint_steps.");
-  EXPECT_EQ(th::testing::error_message([&] { th::MonitoredTrainingSession s(m.g, {.save_summaries_steps = 10, .save_summaries_secs = 10}); }),
+  EXPECT_EQ(th::testing::error_message([&] {
+              th::MonitoredTrainingSession s(
+                  m.g, {.save_summaries_steps = 10, .save_summaries_secs = 10});
+            }),
             "Can not provide both save_summaries_secs and save_summaries_steps.");
-  EXPECT_EQ(th::testing::error_message([&] { th::MonitoredTrainingSession s(m.g, {.log_step_count_steps = -1}); }),
+  EXPECT_EQ(th::testing::error_message(
+                [&] { th::MonitoredTrainingSession s(m.g, {.log_step_count_steps = -1}); }),
             "Invalid log_step_count_steps: -1");
-  EXPECT_EQ(th::testing::error_message([&] { th::MonitoredTrainingSession s(m.g, {.save_checkpoint_steps = 10}); }),
+  EXPECT_EQ(th::testing::error_message(
+                [&] { th::MonitoredTrainingSession s(m.g, {.save_checkpoint_steps = 10}); }),
             "MonitoredTrainingSession: checkpoint options were given without checkpoint_dir");
   EXPECT_FALSE(m.g.finalized());  // nothing was built
 }
@@ -570,22 +598,32 @@ TEST(MonitoredTrainingSessionTest, ChiefSavesAndARestartContinuesFromTheLatestCh
   {
     Model m;
     auto stop = std::make_shared<th::StopAtStepHook>(th::StopAtStepHookOptions{.last_step = 5});
-    th::MonitoredTrainingSession sess(m.g, {.checkpoint_dir = dir.path(), .hooks = {stop}, .save_checkpoint_steps = 2,
-                                            .log_step_count_steps = 0, .env = fake.env()});
+    th::MonitoredTrainingSession sess(m.g, {.checkpoint_dir = dir.path(),
+                                            .hooks = {stop},
+                                            .save_checkpoint_steps = 2,
+                                            .log_step_count_steps = 0,
+                                            .env = fake.env()});
     while (!sess.should_stop()) sess.run(m.train, m.feeds());
     sess.close();
     w_after.push_back(m.g.variable_value(m.w).item<float>());
   }
   // Saved at creation (0), every 2 steps, and at the end (5).
-  for (int step : {0, 2, 4, 5}) EXPECT_TRUE(th::Saver::checkpoint_exists(dir.file("model.ckpt-" + std::to_string(step)))) << step;
+  for (int step : {0, 2, 4, 5})
+    EXPECT_TRUE(th::Saver::checkpoint_exists(dir.file("model.ckpt-" + std::to_string(step))))
+        << step;
   EXPECT_EQ(th::Saver::latest_checkpoint(dir.path()), dir.file("model.ckpt-5"));
   auto saves = fake.log->messages(th::LogLevel::kInfo);
-  EXPECT_NE(std::find(saves.begin(), saves.end(), "Saving checkpoints for 5 into " + dir.file("model.ckpt") + "."), saves.end());
+  EXPECT_NE(std::find(saves.begin(), saves.end(),
+                      "Saving checkpoints for 5 into " + dir.file("model.ckpt") + "."),
+            saves.end());
   {
     Model m;  // a new process: fresh graph, same checkpoint_dir
     auto stop = std::make_shared<th::StopAtStepHook>(th::StopAtStepHookOptions{.num_steps = 3});
-    th::MonitoredTrainingSession sess(m.g, {.checkpoint_dir = dir.path(), .hooks = {stop}, .save_checkpoint_steps = 2,
-                                            .log_step_count_steps = 0, .env = fake.env()});
+    th::MonitoredTrainingSession sess(m.g, {.checkpoint_dir = dir.path(),
+                                            .hooks = {stop},
+                                            .save_checkpoint_steps = 2,
+                                            .log_step_count_steps = 0,
+                                            .env = fake.env()});
     EXPECT_EQ(m.g.global_step_value(), 5);
     EXPECT_EQ(m.g.variable_value(m.w).item<float>(), w_after[0]);
     int runs = 0;
@@ -601,7 +639,8 @@ TEST(MonitoredTrainingSessionTest, ChiefSavesAndARestartContinuesFromTheLatestCh
   th::summary::EventWriter::for_logdir(dir.path())->flush();
   std::vector<int64_t> checkpoint_steps;
   for (const auto& e : th::summary::read_events(dir.path()))
-    if (e.session_log && e.session_log->status == th::summary::SessionStatus::kCheckpoint) checkpoint_steps.push_back(e.step);
+    if (e.session_log && e.session_log->status == th::summary::SessionStatus::kCheckpoint)
+      checkpoint_steps.push_back(e.step);
   // The restart does not rewrite checkpoint 5, which it restored from.
   EXPECT_EQ(checkpoint_steps, (std::vector<int64_t>{0, 2, 4, 5, 7, 8}));
 }
@@ -641,8 +680,9 @@ TEST(MonitoredTrainingSessionTest, HookStateIsSavedInCheckpointsAndRestoredOnRes
 
 TEST(MonitoredTrainingSessionTest, CheckpointOptionsNeedACheckpointDir) {
   Model m;
-  EXPECT_EQ(th::testing::error_message([&] { th::MonitoredTrainingSession s(m.g, {.max_to_keep = 3}); }),
-            "MonitoredTrainingSession: checkpoint options were given without checkpoint_dir");
+  EXPECT_EQ(
+      th::testing::error_message([&] { th::MonitoredTrainingSession s(m.g, {.max_to_keep = 3}); }),
+      "MonitoredTrainingSession: checkpoint options were given without checkpoint_dir");
 }
 
 }  // namespace

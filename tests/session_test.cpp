@@ -13,7 +13,6 @@ namespace th = trainhooks;
 
 namespace {
 
-
 // y_pred = x * W + b, loss = mean((y_pred - y)^2), each op counting its evaluations.
 struct Linear {
   th::Graph g;
@@ -67,14 +66,16 @@ TEST(SessionTest, FetchesByName) {
   EXPECT_FLOAT_EQ(r[m.y_pred].item<float>(), 0.0f);
   EXPECT_TRUE(r.contains(m.b));
   EXPECT_FALSE(r.contains(m.loss));
-  EXPECT_EQ(th::testing::error_message([&] { (void)r[m.loss]; }), "'loss' was not fetched in this run");
+  EXPECT_EQ(th::testing::error_message([&] { (void)r[m.loss]; }),
+            "'loss' was not fetched in this run");
 }
 
 TEST(SessionTest, FeedsOverrideAnyNode) {
   Linear m;
   th::Session s(m.g);
   // Feeding an op skips its closure; feeding a variable overrides it for this run only.
-  auto r = s.run(m.loss, {{m.y_pred, torch::tensor({3.0f, 5.0f})}, {m.y, torch::tensor({3.0f, 5.0f})}});
+  auto r =
+      s.run(m.loss, {{m.y_pred, torch::tensor({3.0f, 5.0f})}, {m.y, torch::tensor({3.0f, 5.0f})}});
   EXPECT_FLOAT_EQ(r[m.loss].item<float>(), 0.0f);
   EXPECT_EQ(m.y_pred_calls, 0);
   auto r2 = s.run(m.y_pred, {{m.x, torch::tensor({2.0f})}, {m.W, torch::tensor({4.0f})}});
@@ -95,9 +96,13 @@ TEST(SessionTest, MissingFeedNamesPlaceholderAndPath) {
 TEST(SessionTest, FeedDtypeAndShapeAreChecked) {
   Linear m;
   th::Session s(m.g);
-  EXPECT_EQ(th::testing::error_message([&] { s.run(m.y_pred, {{m.x, torch::tensor({1.0, 2.0}, torch::kDouble)}}); }),
+  EXPECT_EQ(th::testing::error_message([&] {
+              s.run(m.y_pred, {{m.x, torch::tensor({1.0, 2.0}, torch::kDouble)}});
+            }),
             "Cannot feed value of dtype double for placeholder 'x', which has dtype float");
-  EXPECT_EQ(th::testing::error_message([&] { s.run(m.y_pred, {{m.x, torch::zeros({2, 3})}}); }),
+  EXPECT_EQ(th::testing::error_message([&] {
+              s.run(m.y_pred, {{m.x, torch::zeros({2, 3})}});
+            }),
             "Cannot feed value of shape [2, 3] for placeholder 'x', which has shape [-1]");
   th::Graph g;
   auto img = g.placeholder("img", {.shape = {-1, 28, 28}});
@@ -114,8 +119,13 @@ TEST(SessionTest, UnknownAndDuplicateFeedsAreErrors) {
   Linear m;
   th::Session s(m.g);
   EXPECT_THROW(s.run("nope"), th::NotFoundError);
-  EXPECT_EQ(th::testing::error_message([&] { s.run(m.y_pred, {{"z", torch::zeros({1})}}); }), "No node named 'z' in the graph");
-  EXPECT_EQ(th::testing::error_message([&] { s.run(m.y_pred, {{m.x, torch::zeros({1})}, {"x", torch::zeros({1})}}); }),
+  EXPECT_EQ(th::testing::error_message([&] {
+              s.run(m.y_pred, {{"z", torch::zeros({1})}});
+            }),
+            "No node named 'z' in the graph");
+  EXPECT_EQ(th::testing::error_message([&] {
+              s.run(m.y_pred, {{m.x, torch::zeros({1})}, {"x", torch::zeros({1})}});
+            }),
             "Node 'x' is fed more than once in the same run");
 }
 
@@ -125,7 +135,8 @@ TEST(SessionTest, UnknownNameInsideAnOpKeepsTypeAndPath) {
   auto b = g.op("b", [=](th::Run& r) { return r[a] + 1; });
   th::Session s(g);
   EXPECT_THROW(s.run(b), th::NotFoundError);
-  EXPECT_EQ(th::testing::error_message([&] { s.run(b); }), "No node named 'ghost' in the graph [while evaluating b <- a]");
+  EXPECT_EQ(th::testing::error_message([&] { s.run(b); }),
+            "No node named 'ghost' in the graph [while evaluating b <- a]");
 }
 
 TEST(SessionTest, CyclesAreReportedWithThePath) {
@@ -134,20 +145,25 @@ TEST(SessionTest, CyclesAreReportedWithThePath) {
   a = g.op("a", [&](th::Run& r) { return r[b] + 1; });
   b = g.op("b", [&](th::Run& r) { return r[a] * 2; });
   th::Session s(g);
-  EXPECT_EQ(th::testing::error_message([&] { s.run(a); }), "Cycle detected: node 'a' depends on itself [while evaluating a <- b <- a]");
+  EXPECT_EQ(th::testing::error_message([&] { s.run(a); }),
+            "Cycle detected: node 'a' depends on itself [while evaluating a <- b <- a]");
 }
 
 TEST(SessionTest, ThrowingOpIsWrappedWithItsPathAndType) {
   th::Graph g;
-  auto bad = g.op("bad", [](th::Run&) -> torch::Tensor { throw th::UnavailableError("peer lost"); });
+  auto bad =
+      g.op("bad", [](th::Run&) -> torch::Tensor { throw th::UnavailableError("peer lost"); });
   auto top = g.op("top", [=](th::Run& r) { return r[bad]; });
   auto mismatch = g.op("mismatch", [](th::Run&) { return torch::ones({2}) + torch::ones({3}); });
   auto plain = g.op("plain", [](th::Run&) -> torch::Tensor { throw std::runtime_error("boom"); });
   th::Session s(g);
   EXPECT_THROW(s.run(top), th::UnavailableError);
-  EXPECT_EQ(th::testing::error_message([&] { s.run(top); }), "peer lost [while evaluating top <- bad]");
+  EXPECT_EQ(th::testing::error_message([&] { s.run(top); }),
+            "peer lost [while evaluating top <- bad]");
   EXPECT_THROW(s.run(mismatch), th::InvalidArgument);
-  EXPECT_NE(th::testing::error_message([&] { s.run(mismatch); }).find("[while evaluating mismatch]"), std::string::npos);
+  EXPECT_NE(
+      th::testing::error_message([&] { s.run(mismatch); }).find("[while evaluating mismatch]"),
+      std::string::npos);
   EXPECT_THROW(s.run(plain), th::UnknownError);
   EXPECT_EQ(th::testing::error_message([&] { s.run(plain); }), "boom [while evaluating plain]");
 }
@@ -168,7 +184,8 @@ TEST(SessionTest, ErrorCaughtInsideAnOpDoesNotLeakIntoLaterErrors) {
   });
   th::Session s(g);
   EXPECT_FLOAT_EQ(s.run(tolerant)[tolerant].item<float>(), 0.0f);
-  EXPECT_EQ(th::testing::error_message([&] { s.run(later); }), "later failed [while evaluating later]");
+  EXPECT_EQ(th::testing::error_message([&] { s.run(later); }),
+            "later failed [while evaluating later]");
 }
 
 TEST(SessionTest, FailedRunBeforeTrainOpLeavesVariablesUntouched) {
@@ -237,7 +254,9 @@ TEST(SessionTest, TimeoutFailsTheRunWithDeadlineExceeded) {
 
 TEST(SessionTest, RunOptionsMergeByMaximum) {
   th::RunOptions a{.trace_level = th::RunOptions::SOFTWARE_TRACE, .timeout_in_ms = 100};
-  a.merge_from({.trace_level = th::RunOptions::NO_TRACE, .timeout_in_ms = 500, .report_tensor_allocations_upon_oom = true});
+  a.merge_from({.trace_level = th::RunOptions::NO_TRACE,
+                .timeout_in_ms = 500,
+                .report_tensor_allocations_upon_oom = true});
   EXPECT_EQ(a.trace_level, th::RunOptions::SOFTWARE_TRACE);
   EXPECT_EQ(a.timeout_in_ms, 500);
   EXPECT_TRUE(a.report_tensor_allocations_upon_oom);

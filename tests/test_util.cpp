@@ -42,7 +42,8 @@ std::unique_ptr<MonitoredSession> worker_session(Graph& g, Hooks hooks, const En
 namespace trainhooks::testing {
 
 TempDir::TempDir() {
-  std::string pattern = (std::filesystem::temp_directory_path() / "trainhooks-test-XXXXXX").string();
+  std::string pattern =
+      (std::filesystem::temp_directory_path() / "trainhooks-test-XXXXXX").string();
   if (!::mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed for " + pattern);
   path_ = pattern;
 }

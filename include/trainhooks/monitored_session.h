@@ -36,9 +36,9 @@
 // failed, so a failing summary flush does not skip the final checkpoint), then the Coordinator's
 // threads are joined, the hooks' state is unregistered from the graph (on every path, also when
 // construction fails) and the error re-raised: the Coordinator's stored error first (the root
-// cause, as TF's close() raises it), else the first hook's. The destructor closes, skipping end() while
-// an exception unwinds; as it cannot throw, it logs what close() raised at ERROR with the steps
-// that were lost:
+// cause, as TF's close() raises it), else the first hook's. The destructor closes, skipping end()
+// while an exception unwinds; as it cannot throw, it logs what close() raised at ERROR with the
+// steps that were lost:
 //   Error while closing the monitored session: <error>; steps 51..100 since the last checkpoint
 //   (step 50) were not saved.
 // A program calls close() itself to see the error (and exit with a failure):

@@ -28,10 +28,10 @@ struct Node {
 
 class NodeRef {
  public:
-  NodeRef(Node node) : node_(node) {}  // NOLINT: implicit by design
-  NodeRef(const char* name) : name_(name) {}  // NOLINT
+  NodeRef(Node node) : node_(node) {}                    // NOLINT: implicit by design
+  NodeRef(const char* name) : name_(name) {}             // NOLINT
   NodeRef(std::string name) : name_(std::move(name)) {}  // NOLINT
-  NodeRef(std::string_view name) : name_(name) {}  // NOLINT
+  NodeRef(std::string_view name) : name_(name) {}        // NOLINT
 
   bool is_name() const { return !node_.valid(); }
   Node node() const { return node_; }
@@ -48,9 +48,9 @@ class Fetches {
  public:
   // User-provided, so that `return {};` in a hook does not zero the object before building it.
   Fetches() noexcept {}
-  Fetches(NodeRef one) : one_(std::move(one)), size_(1) {}  // NOLINT: implicit by design
-  Fetches(Node one) : one_(one), size_(1) {}  // NOLINT
-  Fetches(const char* one) : one_(one), size_(1) {}  // NOLINT
+  Fetches(NodeRef one) : one_(std::move(one)), size_(1) {}      // NOLINT: implicit by design
+  Fetches(Node one) : one_(one), size_(1) {}                    // NOLINT
+  Fetches(const char* one) : one_(one), size_(1) {}             // NOLINT
   Fetches(std::string one) : one_(std::move(one)), size_(1) {}  // NOLINT
   Fetches(std::initializer_list<NodeRef> refs) { assign(refs.begin(), refs.end()); }
   Fetches(const std::vector<NodeRef>& refs) { assign(refs.begin(), refs.end()); }  // NOLINT
@@ -103,7 +103,7 @@ class FeedsView {
   FeedsView() noexcept = default;
   FeedsView(const Feeds& feeds) noexcept : data_(feeds.data()), size_(feeds.size()) {}  // NOLINT
 #pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Winit-list-lifetime"  // a view of the list, on purpose (above)
+#pragma GCC diagnostic ignored "-Winit-list-lifetime"    // a view of the list, on purpose (above)
   FeedsView(std::initializer_list<Feed> feeds) noexcept  // NOLINT: implicit by design
       : data_(feeds.begin()), size_(feeds.size()) {}
 #pragma GCC diagnostic pop
@@ -123,5 +123,7 @@ class FeedsView {
 
 template <>
 struct std::hash<trainhooks::Node> {
-  size_t operator()(const trainhooks::Node& n) const noexcept { return std::hash<int32_t>()(n.index); }
+  size_t operator()(const trainhooks::Node& n) const noexcept {
+    return std::hash<int32_t>()(n.index);
+  }
 };

@@ -3,8 +3,8 @@
 //
 // The chief (is_chief, the default; rank 0 of a process_group) restores the newest checkpoint of
 // checkpoint_dir at creation and after every recovery, and runs, in TF's order: chief_only_hooks,
-// StepCounterHook, SummarySaverHook, CheckpointSaverHook, then `hooks`. A worker restores nothing and runs only
-// `hooks`. Both put a PreemptionHook first unless handle_preemption_signals is false.
+// StepCounterHook, SummarySaverHook, CheckpointSaverHook, then `hooks`. A worker restores nothing
+// and runs only `hooks`. Both put a PreemptionHook first unless handle_preemption_signals is false.
 // Which default hooks run, and with which periods, is decided once by
 // resolve_training_options(), which a program can call to see what it gets.
 //

@@ -294,8 +294,8 @@ void CheckpointManager::record_locked(const std::string& path, double timestamp,
   std::vector<std::string> to_delete;
   for (const auto& d : dropped) {
     if (contains_path(best, d.path)) continue;  // kept on disk, ranked in best_checkpoints.json
-    const bool keep = tf1_hours_rule_ ? d.timestamp > next_keep
-                                      : d.timestamp - period >= last_preserved;
+    const bool keep =
+        tf1_hours_rule_ ? d.timestamp > next_keep : d.timestamp - period >= last_preserved;
     if (keep) {
       next_keep += period;
       last_preserved = d.timestamp;

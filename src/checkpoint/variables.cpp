@@ -44,24 +44,30 @@ void load_variables(Graph& graph, const std::string& path) {
   try {
     value = internal::unpickle(bytes.data(), bytes.size());
   } catch (const std::exception& e) {
-    throw DataLossError(fmt::format("Cannot read variables file '{}': it is not a readable tensor dict", path));
+    throw DataLossError(
+        fmt::format("Cannot read variables file '{}': it is not a readable tensor dict", path));
   }
   internal::check_tensor_extents(value, path);
-  if (!value.isGenericDict()) throw DataLossError(fmt::format("Variables file '{}' does not hold a dict", path));
+  if (!value.isGenericDict())
+    throw DataLossError(fmt::format("Variables file '{}' does not hold a dict", path));
   auto dict = value.toGenericDict();
   // Check everything before changing anything.
   std::vector<std::pair<Node, at::Tensor>> updates;
   for (Node v : graph.variables()) {
     const auto& name = graph.name(v);
     auto it = dict.find(c10::IValue(name));
-    if (it == dict.end()) throw NotFoundError(fmt::format("Variable '{}' is not in '{}'", name, path));
-    if (!it->value().isTensor()) throw DataLossError(fmt::format("Entry '{}' of '{}' is not a tensor", name, path));
+    if (it == dict.end())
+      throw NotFoundError(fmt::format("Variable '{}' is not in '{}'", name, path));
+    if (!it->value().isTensor())
+      throw DataLossError(fmt::format("Entry '{}' of '{}' is not a tensor", name, path));
     at::Tensor t = it->value().toTensor();
     const auto& current = graph.variable_value(v);
     if (t.sizes() != current.sizes() || t.scalar_type() != current.scalar_type()) {
-      throw InvalidArgument(fmt::format("Variable '{}' in '{}' has shape [{}] and dtype {}, the graph's has shape [{}] and dtype {}",
-                                        name, path, fmt::join(t.sizes(), ", "), c10::toString(t.scalar_type()), fmt::join(current.sizes(), ", "),
-                                        c10::toString(current.scalar_type())));
+      throw InvalidArgument(
+          fmt::format("Variable '{}' in '{}' has shape [{}] and dtype {}, the graph's has shape "
+                      "[{}] and dtype {}",
+                      name, path, fmt::join(t.sizes(), ", "), c10::toString(t.scalar_type()),
+                      fmt::join(current.sizes(), ", "), c10::toString(current.scalar_type())));
     }
     updates.emplace_back(v, t);
   }

@@ -15,7 +15,8 @@ void FinalOpsHook::end(Session& session) {
   } catch (const OutOfRangeError&) {
     env().warning(
         "An OutOfRangeError was raised by the nodes run by FinalOpsHook. This typically means the "
-        "nodes run by the FinalOpsHook have a dependency back to some input source, which should not "
+        "nodes run by the FinalOpsHook have a dependency back to some input source, which should "
+        "not "
         "happen. Final nodes should read variables only: an input has no batch left at the end of "
         "training.");
     throw;

@@ -5,8 +5,8 @@
 
 #include <fmt/format.h>
 
-#include "util/crc32c.h"
 #include "trainhooks/summary/event_reader.h"
+#include "util/crc32c.h"
 
 namespace trainhooks::summary {
 namespace {

@@ -44,9 +44,8 @@ at::Tensor to_nhwc(const at::Tensor& images, DataFormat format) {
   const bool batched = format == DataFormat::kNCHW || format == DataFormat::kNHWC;
   const int64_t want = batched ? 4 : 3;
   if (images.dim() != want) {
-    throw InvalidArgument(
-        fmt::format("add_image: images in {} format need {} dimensions, got {}",
-                    format_name(format), want, shape_string(images)));
+    throw InvalidArgument(fmt::format("add_image: images in {} format need {} dimensions, got {}",
+                                      format_name(format), want, shape_string(images)));
   }
   at::Tensor t = images.detach().to(at::kCPU);
   if (!batched) t = t.unsqueeze(0);
@@ -166,12 +165,12 @@ Summary& Summary::add_image(std::string_view tag, const at::Tensor& images,
   }
   if (nhwc.size(1) <= 0 || nhwc.size(2) <= 0 || nhwc.size(1) > INT32_MAX ||
       nhwc.size(2) > INT32_MAX) {
-    throw InvalidArgument(fmt::format(
-        "add_image: '{}' has an empty or oversized image, shape {}", tag, shape_string(images)));
+    throw InvalidArgument(fmt::format("add_image: '{}' has an empty or oversized image, shape {}",
+                                      tag, shape_string(images)));
   }
   if (nhwc.scalar_type() != at::kByte && !nhwc.is_floating_point()) {
-    throw InvalidArgument(fmt::format("add_image: '{}' must be uint8 or floating, got {}",
-                                            tag, c10::toString(nhwc.scalar_type())));
+    throw InvalidArgument(fmt::format("add_image: '{}' must be uint8 or floating, got {}", tag,
+                                      c10::toString(nhwc.scalar_type())));
   }
   const int height = static_cast<int>(nhwc.size(1));
   const int width = static_cast<int>(nhwc.size(2));

@@ -21,7 +21,8 @@ namespace {
 [[noreturn]] void fail(const char* what, const std::string& path, int err) {
   std::string message = fmt::format("{} '{}': {}", what, path, std::strerror(err));
   if (err == ENOENT) throw NotFoundError(message);
-  if (err == ENOSPC || err == EDQUOT || err == EMFILE || err == ENFILE) throw ResourceExhaustedError(message);
+  if (err == ENOSPC || err == EDQUOT || err == EMFILE || err == ENFILE)
+    throw ResourceExhaustedError(message);
   // The file system refuses for a reason a retry will not change: not a transient error, so a
   // MonitoredSession does not recover from it by restarting the session.
   if (err == EISDIR || err == ENOTDIR || err == EROFS || err == EACCES || err == EPERM ||

@@ -232,8 +232,8 @@ TEST_F(CheckpointManagerTest, ClockReset) {
   fe.clock->set_wall_seconds(5000);
   th::CheckpointManager second(dir.path(), manager_options(1));
   EXPECT_THAT(second.checkpoints(), ElementsAre());  // known, but never deleted: not tracked
-  EXPECT_THAT(warnings(), ElementsAre(HasSubstr(
-                              "seconds behind the last preserved checkpoint timestamp")));
+  EXPECT_THAT(warnings(),
+              ElementsAre(HasSubstr("seconds behind the last preserved checkpoint timestamp")));
   EXPECT_TRUE(th::Saver::checkpoint_exists(second.path_for(2)));
   EXPECT_EQ(second.latest(), second.path_for(3));
   fe.clock->advance(10);

@@ -97,8 +97,9 @@ TEST(CheckpointStateTest, ParseErrorsNameTheLineOfTheFault) {
             "Cannot parse the checkpoint state /r/checkpoint (line 1): expected ':'");
   EXPECT_EQ(message("garbage"),
             "Cannot parse the checkpoint state /r/checkpoint (line 1): expected ':'");
-  EXPECT_EQ(message("model_checkpoint_path: \"a\"\n\nbogus_field: 1\n"),
-            "Cannot parse the checkpoint state /r/checkpoint (line 3): unknown field 'bogus_field'");
+  EXPECT_EQ(
+      message("model_checkpoint_path: \"a\"\n\nbogus_field: 1\n"),
+      "Cannot parse the checkpoint state /r/checkpoint (line 3): unknown field 'bogus_field'");
 }
 
 // TF's checkpoint_management_test.py CheckpointStateTest.testCheckPointCompletesRelativePaths:

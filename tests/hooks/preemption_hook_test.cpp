@@ -13,8 +13,8 @@
 #include "test_util.h"
 #include "trainhooks/checkpoint/saver.h"
 #include "trainhooks/errors.h"
-#include "trainhooks/training_session.h"
 #include "trainhooks/preemption.h"
+#include "trainhooks/training_session.h"
 
 namespace th = trainhooks;
 using ::testing::Contains;

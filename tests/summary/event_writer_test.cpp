@@ -3,10 +3,10 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
-#include "trainhooks/errors.h"
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "trainhooks/errors.h"
 
 #include <atomic>
 #include <chrono>

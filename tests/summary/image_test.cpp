@@ -1,8 +1,8 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
-#include "trainhooks/errors.h"
 #include <png.h>
+#include "trainhooks/errors.h"
 
 #include "summary_test_util.h"
 #include "trainhooks/summary/event_reader.h"

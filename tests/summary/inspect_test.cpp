@@ -13,7 +13,8 @@ namespace {
 using testing::TempDir;
 
 EventWriterOptions fixed_clock(double now) {
-  return {.env = {.clock = std::make_shared<FakeClock>(now), .log = std::make_shared<CapturingLogSink>()}};
+  return {.env = {.clock = std::make_shared<FakeClock>(now),
+                  .log = std::make_shared<CapturingLogSink>()}};
 }
 
 // logdir/       loss at steps 0..4 (value step / 4) and a text note

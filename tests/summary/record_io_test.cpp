@@ -2,9 +2,9 @@
 
 #include <gtest/gtest.h>
 
-#include "util/crc32c.h"
 #include "summary_test_util.h"
 #include "trainhooks/summary/event_reader.h"
+#include "util/crc32c.h"
 
 namespace trainhooks::summary {
 namespace {

@@ -27,8 +27,9 @@
 // The manager reads the state file the first time it needs the list (a save, checkpoints(),
 // restore_latest()), so one made on a directory that already holds checkpoints continues their
 // retention; it takes the listed checkpoints written after the last preserved one (times later
-// than the manager's creation count as its creation), as TensorFlow's does. MonitoredTrainingSession makes one
-// manager of checkpoint_dir and gives it to the chief's restore and to its CheckpointSaverHook.
+// than the manager's creation count as its creation), as TensorFlow's does.
+// MonitoredTrainingSession makes one manager of checkpoint_dir and gives it to the chief's restore
+// and to its CheckpointSaverHook.
 //
 // Thread-safety: save(), snapshot() and restore_latest() run on the thread that runs the session;
 // write() may run on any thread (AsyncCheckpointWriter's); the list is guarded, so const methods
@@ -136,9 +137,10 @@ class CheckpointManager {
   // ---- State -----------------------------------------------------------------------------------
   // The checkpoints tracked (listed, subject to retention), oldest first: those of the state file
   // whose files existed when it was first read and that were written after its last preserved
-  // time, and the manager's own saves since then; empty with max_to_keep <= 0. A state file that cannot be
-  // parsed counts as none, with a warning (its checkpoints are not deleted); so do checkpoints on
-  // disk when there is no state file (a warning names them before a save can replace one).
+  // time, and the manager's own saves since then; empty with max_to_keep <= 0. A state file that
+  // cannot be parsed counts as none, with a warning (its checkpoints are not deleted); so do
+  // checkpoints on disk when there is no state file (a warning names them before a save can replace
+  // one).
   std::vector<std::string> checkpoints() const;
   // TensorFlow's latest_checkpoint: the newest checkpoint the state file lists, read now, if its
   // files exist; else nullopt, logging an error when the state file names a missing checkpoint

@@ -24,8 +24,8 @@
 
 namespace trainhooks {
 
-using TensorFormatter =
-    std::function<std::string(const std::map<std::string, at::Tensor>& values, std::optional<double> elapsed_secs)>;
+using TensorFormatter = std::function<std::string(const std::map<std::string, at::Tensor>& values,
+                                                  std::optional<double> elapsed_secs)>;
 
 struct LoggingTensorHookOptions {
   std::optional<int64_t> every_n_iter;

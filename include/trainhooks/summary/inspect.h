@@ -32,7 +32,7 @@ struct TagStats {
   std::string plugin_name{};
   int64_t count = 0;
   int64_t min_step = 0, max_step = 0;
-  std::optional<double> last_value{};  // scalars: the value of the last event read
+  std::optional<double> last_value{};        // scalars: the value of the last event read
   std::optional<LayoutValue> last_layout{};  // custom_scalars layouts: the last one
   double last_wall_time = 0;
 };
