@@ -10,6 +10,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev
   libpng-dev zlib1g-dev libisal-dev
+  # make test's SourceFormat and make format (Debian 12: clang-format 14)
+  clang-format
   # trainhooks board: the HTTP server library; its browser tests run headless Chromium
   libcpp-httplib-dev chromium
   dataset-fashion-mnist
