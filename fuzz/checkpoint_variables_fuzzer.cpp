@@ -9,7 +9,8 @@
 #include <string>
 #include <string_view>
 
-#include "checkpoint/checkpoint_file.h"
+#include "checkpoint/format/trainhooks/sidecar.h"
+#include "checkpoint/format/trainhooks/trainhooks_format.h"
 #include "fuzz_util.h"
 #include "sidecar.h"
 #include "trainhooks/errors.h"

@@ -21,8 +21,10 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/checkpoint_file.h"
-#include "checkpoint/optimizer_state.h"
+#include "checkpoint/format/safetensors/safetensors_file.h"
+#include "checkpoint/format/trainhooks/sidecar.h"
+#include "checkpoint/format/trainhooks/trainhooks_format.h"
+#include "optimizer_state.h"
 #include "proto/event.pb.h"
 #include "summary/record_io.h"
 #include "trainhooks/checkpoint/checkpoint_state.h"
@@ -191,6 +193,25 @@ void checkpoint_seeds(const fs::path& trainstate_dir, const fs::path& variables_
   }
 }
 
+// ---- safetensors files
+// ---------------------------------------------------------------------------
+
+// Several dtypes (so the data order is the dtype order), a 0-d and an empty tensor, and metadata.
+void safetensors_seeds(const fs::path& dir) {
+  fs::create_directories(dir);
+  const std::vector<std::pair<std::string, at::Tensor>> tensors = {
+      {"net/weight", at::arange(6, at::kFloat).reshape({2, 3})},
+      {"net/bias", at::tensor({1.5, -2.0}, at::kDouble)},
+      {"steps", at::tensor(int64_t{7})},
+      {"mask", at::tensor({true, false, true})},
+      {"empty", at::zeros({0, 4}, at::kHalf)},
+      {"codes", at::arange(5, at::kByte)}};
+  write(dir / "generated-tensors",
+        th::internal::safetensors_bytes(tensors, {{"format", "pt"}, {"global_step", "7"}}));
+  write(dir / "generated-no-metadata", th::internal::safetensors_bytes({tensors[0]}, {}));
+  write(dir / "generated-empty", th::internal::safetensors_bytes({}, {}));
+}
+
 // ---- state files and IDX files ------------------------------------------------------------------
 
 void state_seeds(const fs::path& dir) {
@@ -251,6 +272,7 @@ int main(int argc, char** argv) {
     event_seeds(out / "event_reader", std::vector<std::string>(argv + 2, argv + argc));
     checkpoint_seeds(out / "trainstate", out / "checkpoint_variables", out / "scratch");
     state_seeds(out / "checkpoint_state");
+    safetensors_seeds(out / "safetensors");
     idx_seeds(out / "idx");
     fs::remove_all(out / "scratch");
   } catch (const std::exception& e) {

@@ -15,7 +15,7 @@ seconds=$2
 shift 2
 targets=("$@")
 if ((${#targets[@]} == 0)); then
-  targets=(event_reader checkpoint_variables trainstate checkpoint_state idx)
+  targets=(event_reader checkpoint_variables trainstate checkpoint_state idx safetensors)
 fi
 root=$(cd "$(dirname "$0")/.." && pwd)
 testdata=${TRAINHOOKS_SHARED_TESTDATA:-$root/../shared/testdata}

@@ -12,7 +12,8 @@
 #include <string_view>
 #include <vector>
 
-#include "checkpoint/checkpoint_file.h"
+#include "checkpoint/format/trainhooks/sidecar.h"
+#include "checkpoint/format/trainhooks/trainhooks_format.h"
 #include "util/crc32c.h"
 
 namespace trainhooks::fuzz {

@@ -10,7 +10,8 @@
 #include <cstdint>
 #include <string>
 
-#include "checkpoint/checkpoint_file.h"
+#include "checkpoint/format/trainhooks/sidecar.h"
+#include "checkpoint/format/trainhooks/trainhooks_format.h"
 #include "fuzz_util.h"
 #include "sidecar.h"
 #include "trainhooks/errors.h"

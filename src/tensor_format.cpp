@@ -1,6 +1,7 @@
 #include "tensor_format.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include <fmt/format.h>
 
@@ -83,6 +84,17 @@ std::string format_tensor(const at::Tensor& value) {
   std::string out;
   format_dim(t, t.numel() > 1000, out);
   return out;
+}
+
+std::string describe_tensor(const at::Tensor& t) {
+  return fmt::format("shape [{}] and dtype {}", fmt::join(t.sizes(), ", "),
+                     c10::toString(t.scalar_type()));
+}
+
+at::Tensor host_tensor(const at::Tensor& t, bool copy) {
+  if (t.is_cpu() && !copy) return t.detach();
+  at::NoGradGuard no_grad;  // a copy that records no history and does not require grad
+  return t.is_cpu() ? t.clone() : t.cpu();
 }
 
 }  // namespace trainhooks::internal

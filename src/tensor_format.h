@@ -20,4 +20,10 @@ std::string format_shape(at::IntArrayRef shape);
 // "float", "long": a dtype in messages, spelled as numpy does.
 std::string format_dtype(c10::ScalarType dtype);
 
+// "shape [2, 3] and dtype Float": a tensor in checkpoint messages, dtype as LibTorch spells it.
+std::string describe_tensor(const at::Tensor& t);
+
+// `t` on the host without autograd: itself (detached) when on the CPU and not `copy`, else a copy.
+at::Tensor host_tensor(const at::Tensor& t, bool copy);
+
 }  // namespace trainhooks::internal

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "trainhooks/checkpoint/checkpoint_format.h"
+#include "trainhooks/checkpoint/checkpoint_reader.h"
 #include "trainhooks/checkpoint/inspect_checkpoint.h"
 
 namespace trainhooks {
@@ -31,7 +33,7 @@ void run(const std::function<bool()>& body) {
 }  // namespace
 
 void add_checkpoint_command(CLI::App& app) {
-  CLI::App* cmd = app.add_subcommand("checkpoint", "List, inspect and verify checkpoints");
+  CLI::App* cmd = app.add_subcommand("checkpoint", "List, inspect, verify and export checkpoints");
   cmd->require_subcommand(1);
 
   auto dir = std::make_shared<std::string>();
@@ -85,6 +87,31 @@ void add_checkpoint_command(CLI::App& app) {
                    "Checkpoint (or its .trainstate file), or directory (every checkpoint it lists)")
       ->required();
   verify->callback([target] { run([&] { return verify_checkpoints(std::cout, *target); }); });
+
+  struct ExportArgs {
+    std::string path;
+    std::string format;
+    std::string output;
+  };
+  auto exported = std::make_shared<ExportArgs>();
+  CLI::App* export_cmd = cmd->add_subcommand(
+      "export", "Write a checkpoint's variables in another format (e.g. safetensors)");
+  export_cmd
+      ->add_option("PATH", exported->path,
+                   "Checkpoint (or its .trainstate file), or directory (its latest checkpoint)")
+      ->required();
+  export_cmd->add_option("--format", exported->format, "The format to write: safetensors")
+      ->required();
+  export_cmd->add_option("-o,--output", exported->output, "The file to write")->required();
+  export_cmd->callback([exported] {
+    run([&] {
+      const std::string checkpoint = resolve_checkpoint(exported->path);
+      export_checkpoint(checkpoint, exported->output, exported->format);
+      std::cout << "Wrote the variables of " << checkpoint << " to " << exported->output << " ("
+                << exported->format << ")\n";
+      return true;
+    });
+  });
 }
 
 }  // namespace trainhooks

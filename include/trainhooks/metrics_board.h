@@ -19,15 +19,11 @@
 #include <string_view>
 #include <vector>
 
+#include "trainhooks/metric_mode.h"
+
 namespace trainhooks {
 
 class Graph;
-
-// Which way a metric improves, for the hooks that watch one (plateau, early stopping, keep-best).
-enum class MetricMode {
-  kMin,  // lower is better (a loss)
-  kMax,  // higher is better (an accuracy)
-};
 
 struct MetricValue {
   double value = 0;

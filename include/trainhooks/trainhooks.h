@@ -2,7 +2,7 @@
 // The umbrella header: everything a training program uses.
 #pragma once
 
-#include "trainhooks/checkpoint/async_checkpoint_writer.h"
+#include "trainhooks/checkpoint/checkpoint_format.h"
 #include "trainhooks/checkpoint/checkpoint_manager.h"
 #include "trainhooks/checkpoint/checkpoint_reader.h"
 #include "trainhooks/checkpoint/checkpoint_state.h"
@@ -20,6 +20,7 @@
 #include "trainhooks/gradient_transforms.h"
 #include "trainhooks/graph.h"
 #include "trainhooks/hook.h"
+#include "trainhooks/hooks/async_checkpoint_writer.h"
 #include "trainhooks/hooks/checkpoint_saver_hook.h"
 #include "trainhooks/hooks/early_stopping_hook.h"
 #include "trainhooks/hooks/evaluation_hook.h"
@@ -56,3 +57,4 @@
 #include "trainhooks/summary_ops.h"
 #include "trainhooks/timer.h"
 #include "trainhooks/training_session.h"
+#include "trainhooks/training_state.h"

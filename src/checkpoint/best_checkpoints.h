@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "trainhooks/checkpoint/checkpoint_manager.h"
-#include "trainhooks/metrics_board.h"
+#include "trainhooks/metric_mode.h"
 
 namespace trainhooks::internal {
 

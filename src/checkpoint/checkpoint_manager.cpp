@@ -15,11 +15,10 @@
 #include <utility>
 
 #include "checkpoint/best_checkpoints.h"
-#include "checkpoint/checkpoint_file.h"
+#include "trainhooks/checkpoint/checkpoint_format.h"
 #include "trainhooks/checkpoint/checkpoint_state.h"
 #include "trainhooks/errors.h"
 #include "trainhooks/graph.h"
-#include "trainhooks/metrics_board.h"
 #include "trainhooks/session.h"
 #include "util/path.h"
 
@@ -27,7 +26,6 @@ namespace trainhooks {
 
 namespace fs = std::filesystem;
 using internal::same_path;
-using internal::sidecar_path;
 
 namespace {
 
@@ -181,47 +179,43 @@ std::optional<int64_t> CheckpointManager::step_of(std::string_view path) {
 
 // ---- Saving -------------------------------------------------------------------------------------
 
-std::string CheckpointManager::save(Session& session, int64_t step) {
+std::string CheckpointManager::save(Session& session, int64_t step,
+                                    std::optional<CheckpointScore> score) {
   const std::string path = path_for(step);
   Saver saver = saver_for(session);
   Saver::check_save_path("CheckpointManager::save", "path", path, /*prefix_of_step=*/false);
   // No copy: the files are written before training goes on.
-  return write_observed(saver.capture(session, path, /*copy=*/false), observe(session));
+  return write_scored(saver.capture(session, path, /*copy=*/false),
+                      options_.keep_best_n > 0 ? score : std::nullopt);
 }
 
-SaverSnapshot CheckpointManager::snapshot(Session& session, int64_t step) {
+SaverSnapshot CheckpointManager::snapshot(Session& session, int64_t step,
+                                          std::optional<CheckpointScore> score) {
   SaverSnapshot snapshot = saver_for(session).snapshot(session, path_for(step));
-  if (options_.keep_best_n > 0) {
-    // Read now, on the session's thread: the board is not thread-safe.
+  if (options_.keep_best_n > 0 && score) {
+    // For write(), which may run on another thread.
     std::lock_guard<std::mutex> lock(mu_);
-    pending_.emplace_back(snapshot.path(), observe(session));
+    pending_.emplace_back(snapshot.path(), score);
   }
   return snapshot;
 }
 
-std::optional<CheckpointManager::Observation> CheckpointManager::observe(Session& session) const {
-  if (options_.keep_best_n <= 0) return std::nullopt;
-  const auto m = metrics_board(session.graph()).latest(options_.best_metric);
-  if (!m) return std::nullopt;
-  return Observation{m->step, m->value};
-}
-
 std::string CheckpointManager::write(SaverSnapshot snapshot) {
-  std::optional<Observation> observation;
+  std::optional<CheckpointScore> score;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = std::find_if(pending_.begin(), pending_.end(),
                            [&](const auto& p) { return p.first == snapshot.path(); });
     if (it != pending_.end()) {
-      observation = it->second;
+      score = it->second;
       pending_.erase(it);
     }
   }
-  return write_observed(std::move(snapshot), observation);
+  return write_scored(std::move(snapshot), score);
 }
 
-std::string CheckpointManager::write_observed(SaverSnapshot snapshot,
-                                              std::optional<Observation> observation) {
+std::string CheckpointManager::write_scored(SaverSnapshot snapshot,
+                                            std::optional<CheckpointScore> score) {
   if (snapshot.empty()) throw InvalidArgument("CheckpointManager::write: the snapshot is empty");
   const std::string path = snapshot.path();
   if (!same_path(internal::parent_dir(path), directory_)) {
@@ -245,12 +239,12 @@ std::string CheckpointManager::write_observed(SaverSnapshot snapshot,
   // The checkpoint's files, then the state file that lists them.
   Saver::write(std::move(snapshot));
   std::lock_guard<std::mutex> lock(mu_);
-  record_locked(path, timestamp, env, observation);
+  record_locked(path, timestamp, env, score);
   return path;
 }
 
 void CheckpointManager::record_locked(const std::string& path, double timestamp, const Env& env,
-                                      std::optional<Observation> observation) {
+                                      std::optional<CheckpointScore> score) {
   // Retention (TensorFlow's _RecordLastCheckpoint and _MaybeDeleteOldCheckpoints), decided on
   // copies and committed once the state file is written.
   std::vector<Listed> listed = checkpoints_;
@@ -259,14 +253,14 @@ void CheckpointManager::record_locked(const std::string& path, double timestamp,
   const bool keep_best = options_.keep_best_n > 0;
   std::vector<ScoredCheckpoint> scored = scored_;
   if (keep_best) {
-    // A rewritten step starts without a value; the observation then gives one to the listed
+    // A rewritten step starts without a value; the score then gives one to the listed
     // checkpoint of its step, if any.
     std::erase_if(scored, [&](const ScoredCheckpoint& c) { return same_path(c.path, path); });
-    if (observation) {
+    if (score) {
       for (const auto& l : listed) {
-        if (step_of(l.path) != observation->step) continue;
+        if (step_of(l.path) != score->step) continue;
         std::erase_if(scored, [&](const ScoredCheckpoint& c) { return same_path(c.path, l.path); });
-        scored.push_back({l.path, observation->step, observation->value});
+        scored.push_back({l.path, score->step, score->value});
         std::sort(scored.begin(), scored.end(),
                   [](const auto& a, const auto& b) { return a.step < b.step; });
         break;
@@ -352,7 +346,7 @@ void CheckpointManager::record_locked(const std::string& path, double timestamp,
   newest_ = path;
 
   for (const auto& p : to_delete) {
-    for (const std::string& file : {p, sidecar_path(p)}) {
+    for (const std::string& file : default_checkpoint_format().files(p)) {
       std::error_code ec;
       fs::remove(file, ec);
       if (ec)
@@ -524,7 +518,7 @@ std::optional<std::string> CheckpointManager::restore_latest(Session& session) {
   std::vector<std::string> failures;
   for (size_t i = 0; i < candidates.size(); ++i) {
     const std::string& path = candidates[i];
-    std::optional<internal::CheckpointContents> cp;
+    std::optional<TrainingSnapshot> cp;
     try {
       cp = saver.read(path, env);
     } catch (const Error& e) {
@@ -535,7 +529,7 @@ std::optional<std::string> CheckpointManager::restore_latest(Session& session) {
       failures.push_back(e.what());
       continue;
     }
-    saver.apply(*cp, env);
+    saver.apply(*cp, path, env);
     std::lock_guard<std::mutex> lock(mu_);
     recover_locked(env, &st);  // retention continues with what the state file lists
     if (!temporaries_removed_) {

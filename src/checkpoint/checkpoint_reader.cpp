@@ -6,8 +6,9 @@
 #include <chrono>
 #include <filesystem>
 
-#include "checkpoint/checkpoint_file.h"
-#include "checkpoint/optimizer_state.h"
+#include "checkpoint/format/trainhooks/trainhooks_format.h"
+#include "optimizer_state.h"
+#include "trainhooks/checkpoint/checkpoint_format.h"
 #include "trainhooks/checkpoint/checkpoint_manager.h"
 #include "trainhooks/checkpoint/checkpoint_state.h"
 #include "trainhooks/errors.h"
@@ -17,6 +18,15 @@ namespace trainhooks {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// The default format's training-state file of the checkpoint at `path`.
+std::string trainstate_file(const std::string& path) {
+  return default_checkpoint_format().files(path).at(1);
+}
+
+}  // namespace
+
 CheckpointReader::CheckpointReader(const std::string& path)
     : contents_(std::make_unique<internal::CheckpointContents>(internal::decode_checkpoint(path))) {
 }
@@ -25,9 +35,7 @@ CheckpointReader::CheckpointReader(CheckpointReader&&) noexcept = default;
 CheckpointReader& CheckpointReader::operator=(CheckpointReader&&) noexcept = default;
 
 const std::string& CheckpointReader::path() const { return contents_->path; }
-std::string CheckpointReader::trainstate_path() const {
-  return internal::sidecar_path(contents_->path);
-}
+std::string CheckpointReader::trainstate_path() const { return trainstate_file(contents_->path); }
 int64_t CheckpointReader::global_step() const { return contents_->global_step; }
 double CheckpointReader::wall_time() const { return contents_->wall_time; }
 
@@ -148,7 +156,7 @@ CheckpointState required_state(const std::string& dir) {
     const std::string name = entry.path().filename().string();
     std::error_code ignored;
     if (CheckpointManager::step_of(name) && entry.is_regular_file(ignored) &&
-        fs::exists(internal::sidecar_path(entry.path().string()), ignored))
+        fs::exists(trainstate_file(entry.path().string()), ignored))
       names.push_back(name);
   }
   std::sort(names.begin(), names.end());
@@ -167,9 +175,10 @@ std::string checkpoint_of_file(const std::string& given) {
     return fs::exists(p, ec);
   };
   std::string path = given;
-  if (path.ends_with(internal::kSidecarSuffix) && !exists(internal::sidecar_path(path)))
-    path.resize(path.size() - std::string_view(internal::kSidecarSuffix).size());
-  const bool variables = exists(path), trainstate = exists(internal::sidecar_path(path));
+  if (const std::string of = default_checkpoint_format().checkpoint_of(given);
+      of != given && !exists(trainstate_file(given)))
+    path = of;
+  const bool variables = exists(path), trainstate = exists(trainstate_file(path));
   if (!variables && !trainstate) throw NotFoundError(fmt::format("'{}' does not exist", given));
   if (!trainstate) {
     if (fs::path(path).filename() == "checkpoint") {
@@ -180,7 +189,7 @@ std::string checkpoint_of_file(const std::string& given) {
     throw InvalidArgument(fmt::format(
         "'{}' is not a checkpoint: a checkpoint has a training-state file beside it, and '{}' "
         "does not exist",
-        path, internal::sidecar_path(path)));
+        path, trainstate_file(path)));
   }
   return path;
 }
@@ -227,7 +236,7 @@ std::vector<ListedCheckpoint> list_checkpoints(const std::string& checkpoint_dir
     std::error_code ec;
     for (const auto& [file, exists] :
          {std::pair{c.path, &c.variables_file_exists},
-          std::pair{internal::sidecar_path(c.path), &c.trainstate_file_exists}}) {
+          std::pair{trainstate_file(c.path), &c.trainstate_file_exists}}) {
       const auto size = fs::file_size(file, ec);
       *exists = !ec && fs::is_regular_file(file, ec);
       if (*exists) c.bytes += size;

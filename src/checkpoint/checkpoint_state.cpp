@@ -324,10 +324,16 @@ std::optional<CheckpointState> get_checkpoint_state(const std::string& checkpoin
   const fs::path dir(checkpoint_dir);
   std::vector<std::string> moved;  // file names taken from beside the state file
   std::string moved_from;
+  // A checkpoint is there when its file is, or one of its format's companion files
+  // `<checkpoint>.<suffix>` (the training-state file of the default format): any format's, so that
+  // this file reader needs to know none.
   auto exists = [](const fs::path& checkpoint) {
     std::error_code ignored;
-    return fs::exists(checkpoint, ignored) ||
-           fs::exists(checkpoint.string() + ".trainstate", ignored);  // its training-state file
+    if (fs::exists(checkpoint, ignored)) return true;
+    const std::string companion = checkpoint.filename().string() + ".";
+    for (const auto& entry : fs::directory_iterator(checkpoint.parent_path(), ignored))
+      if (entry.path().filename().string().starts_with(companion)) return true;
+    return false;
   };
   auto resolve = [&](std::string& p) {
     const fs::path path(p);

@@ -14,11 +14,12 @@
 #include <optional>
 
 #include "checkpoint/best_checkpoints.h"
-#include "checkpoint/checkpoint_file.h"
 #include "tensor_format.h"
+#include "trainhooks/checkpoint/checkpoint_format.h"
 #include "trainhooks/checkpoint/checkpoint_reader.h"
 #include "trainhooks/checkpoint/checkpoint_state.h"
 #include "trainhooks/errors.h"
+#include "util/first_line.h"
 #include "util/path.h"
 
 namespace trainhooks {
@@ -233,7 +234,8 @@ void print_checkpoint_list(std::ostream& out, const std::string& checkpoint_dir)
       std::vector<std::string> missing;
       if (!c.variables_file_exists) missing.push_back(fs::path(c.path).filename().string());
       if (!c.trainstate_file_exists)
-        missing.push_back(fs::path(internal::sidecar_path(c.path)).filename().string());
+        missing.push_back(
+            fs::path(default_checkpoint_format().files(c.path).at(1)).filename().string());
       path += fmt::format("  (missing: {})", fmt::join(missing, ", "));
     }
     rows.push_back({c.latest ? "*" : "", c.step ? fmt::format("{}", *c.step) : "-",

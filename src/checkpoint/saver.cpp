@@ -6,25 +6,24 @@
 #include <filesystem>
 #include <utility>
 
-#include "checkpoint/checkpoint_file.h"
-#include "checkpoint/training_state.h"
+#include "trainhooks/checkpoint/checkpoint_format.h"
 #include "trainhooks/checkpoint/checkpoint_manager.h"
 #include "trainhooks/errors.h"
 #include "trainhooks/graph.h"
 #include "trainhooks/session.h"
+#include "trainhooks/training_state.h"
 #include "util/path.h"
 
 namespace trainhooks {
 
 namespace fs = std::filesystem;
-using internal::sidecar_path;
 
 namespace {
 
 // NotFoundError whatever is in place of a file (nothing, a directory, a FIFO): the checkpoint is
 // not there, as checkpoint_exists() says, and restore_latest falls back past it.
 void check_exists(const std::string& path) {
-  for (const std::string& file : {path, sidecar_path(path)}) {
+  for (const std::string& file : default_checkpoint_format().files(path)) {
     std::error_code ec;
     const fs::file_status status = fs::status(file, ec);
     if (fs::is_regular_file(status)) continue;
@@ -41,7 +40,8 @@ void check_exists(const std::string& path) {
 // ---- SaverSnapshot ------------------------------------------------------------------------------
 
 struct SaverSnapshot::Impl {
-  internal::CheckpointContents contents;
+  TrainingSnapshot contents;
+  std::string path;
   // A synchronous save, which holds up training anyway, writes its two files on two cores; a
   // snapshot written while training goes on leaves the other core to training.
   bool parallel = false;
@@ -57,7 +57,7 @@ SaverSnapshot& SaverSnapshot::operator=(SaverSnapshot&&) noexcept = default;
 bool SaverSnapshot::empty() const { return impl_ == nullptr; }
 const std::string& SaverSnapshot::path() const {
   static const std::string kNone;
-  return impl_ ? impl_->contents.path : kNone;
+  return impl_ ? impl_->path : kNone;
 }
 int64_t SaverSnapshot::global_step() const { return impl_ ? impl_->contents.global_step : 0; }
 double SaverSnapshot::wall_time() const { return impl_ ? impl_->contents.wall_time : 0; }
@@ -93,7 +93,9 @@ Env Saver::env_for(const Session& session) const {
 
 bool Saver::checkpoint_exists(const std::string& path) {
   std::error_code ec;
-  return fs::is_regular_file(path, ec) && fs::is_regular_file(sidecar_path(path), ec);
+  for (const std::string& file : default_checkpoint_format().files(path))
+    if (!fs::is_regular_file(file, ec)) return false;
+  return true;
 }
 
 void Saver::check_session(const Session& session, const char* what) const {
@@ -126,8 +128,8 @@ SaverSnapshot Saver::capture(Session& session, const std::string& path, bool cop
   snap.impl_ = std::make_unique<SaverSnapshot::Impl>();
   auto& impl = *snap.impl_;
   impl.parallel = !copy;
-  impl.contents = internal::capture_training_state(*graph_, copy, impl.bytes);
-  impl.contents.path = path;
+  impl.contents = capture_training_state(*graph_, copy, &impl.bytes);
+  impl.path = path;
   impl.contents.wall_time = clock_->wall_seconds();
   return snap;
 }
@@ -148,27 +150,26 @@ std::string Saver::write(SaverSnapshot snapshot) {
   if (snapshot.empty()) throw InvalidArgument("Saver::write: the snapshot is empty");
   if (auto manager = std::move(snapshot.impl_->list_with))
     return manager->write(std::move(snapshot));
-  // Variables, then the sidecar that vouches for them.
-  internal::write_checkpoint_files(snapshot.impl_->contents, snapshot.impl_->parallel);
-  return snapshot.impl_->contents.path;
+  SaverSnapshot::Impl& impl = *snapshot.impl_;
+  default_checkpoint_format().write(impl.contents, impl.path, impl.parallel);
+  return impl.path;
 }
 
 void Saver::restore(Session& session, const std::string& path) {
   check_session(session, "Saver::restore");
   if (path.empty()) throw InvalidArgument("Saver::restore: path must not be empty");
   const Env env = env_for(session);
-  apply(read(path, env), env);
+  apply(read(path, env), path, env);
 }
 
-internal::CheckpointContents Saver::read(const std::string& path, const Env& env) const {
+TrainingSnapshot Saver::read(const std::string& path, const Env& env) const {
   check_exists(path);
   env.info(fmt::format("Restoring parameters from {}", path));
-  return internal::decode_checkpoint(path);
+  return default_checkpoint_format().read(path);
 }
 
-void Saver::apply(const internal::CheckpointContents& contents, const Env& env) const {
-  const internal::RestorePlan plan = internal::check_training_state(*graph_, contents);
-  internal::apply_training_state(*graph_, contents, plan, env);
+void Saver::apply(const TrainingSnapshot& snapshot, const std::string& path, const Env& env) const {
+  restore_training_state(*graph_, snapshot, path, env);
 }
 
 // ---- Saver: TensorFlow 1 compatibility ----------------------------------------------------------

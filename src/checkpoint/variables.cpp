@@ -11,7 +11,7 @@
 #include <fstream>
 #include <iterator>
 
-#include "checkpoint/checkpoint_file.h"
+#include "checkpoint/format/trainhooks/torch_zip_reader.h"
 #include "trainhooks/errors.h"
 #include "trainhooks/graph.h"
 #include "util/atomic_file.h"

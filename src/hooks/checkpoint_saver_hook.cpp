@@ -14,6 +14,7 @@
 #include "trainhooks/coordinator.h"
 #include "trainhooks/errors.h"
 #include "trainhooks/graph.h"
+#include "trainhooks/metrics_board.h"
 #include "trainhooks/summary/event_writer.h"
 #include "util/path.h"
 
@@ -22,6 +23,16 @@ namespace trainhooks {
 namespace fs = std::filesystem;
 
 namespace {
+
+// Keep-best's score of a save: the latest value of the manager's best_metric on the graph's
+// metrics board (the manager reads no metric itself).
+std::optional<CheckpointScore> best_score_of(const CheckpointManager& manager, Session& session) {
+  const CheckpointManagerOptions& o = manager.options();
+  if (o.keep_best_n <= 0) return std::nullopt;
+  const auto m = metrics_board(session.graph()).latest(o.best_metric);
+  if (!m) return std::nullopt;
+  return CheckpointScore{m->step, m->value};
+}
 
 TimerOptions saver_timer(const CheckpointSaverHookOptions& o) {
   for (size_t i = 0; i < o.listeners.size(); ++i) {
@@ -162,7 +173,7 @@ void CheckpointSaverHook::end(Session& session) {
         fmt::format("Calling checkpoint listeners before saving checkpoint {}...", last_step));
     for (auto& l : options_.listeners) l->before_save(session, last_step);
     env().info(fmt::format("Saving checkpoints for {} into {}.", last_step, save_path_));
-    manager_->save(session, last_step);
+    manager_->save(session, last_step, best_score_of(*manager_, session));
     after_save(session, last_step);
   }
   for (auto& l : options_.listeners) l->end(session, last_step);
@@ -192,13 +203,13 @@ bool CheckpointSaverHook::save(Session& session, int64_t step) {
 
   env().info(fmt::format("Saving checkpoints for {} into {}.", step, save_path_));
   if (async_) {
-    SaverSnapshot snapshot = manager_->snapshot(session, step);
+    SaverSnapshot snapshot = manager_->snapshot(session, step, best_score_of(*manager_, session));
     if (async_->submit(snapshot, step)) return should_stop;
     // The writer has ended (the Coordinator was asked to stop): write here.
     manager_->write(std::move(snapshot));
     return after_save(session, step) || should_stop;
   }
-  manager_->save(session, step);
+  manager_->save(session, step, best_score_of(*manager_, session));
   return after_save(session, step);
 }
 

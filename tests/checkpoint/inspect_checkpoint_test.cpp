@@ -349,7 +349,7 @@ TEST(InspectCheckpointCliTest, UsageErrorsExitWithTwoAndSayWhatIsValid) {
   EXPECT_EQ(r.status, 2);
   EXPECT_EQ(r.output,
             "trainhooks checkpoint: unknown subcommand 'lst'; valid subcommands: list, inspect, "
-            "verify (see trainhooks checkpoint --help)\n");
+            "verify, export (see trainhooks checkpoint --help)\n");
   r = run_cli("");
   EXPECT_EQ(r.status, 2);
   EXPECT_EQ(r.output,

@@ -44,12 +44,13 @@ class KeepBestCheckpointsTest : public SaverTest {
             .best_mode = mode,
             .env = fe.env()};
   }
-  // Publishes eval/loss = `value` measured at `metric_step`, then saves step `step`.
+  // Saves step `step` with eval/loss = `value` measured at `metric_step` as its score.
   void save(th::CheckpointManager& manager, th::Session& s, int64_t step,
             std::optional<std::pair<int64_t, double>> metric) {
-    if (metric) th::metrics_board(m.g).publish("eval/loss", metric->second, metric->first, 0);
     fe.clock->advance(10);
-    manager.save(s, step);
+    std::optional<th::CheckpointScore> score;
+    if (metric) score = th::CheckpointScore{metric->first, metric->second};
+    manager.save(s, step, score);
   }
   std::string ckpt(int64_t step) const { return dir.file("model.ckpt-" + std::to_string(step)); }
   bool on_disk(int64_t step) const {

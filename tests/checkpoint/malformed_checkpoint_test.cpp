@@ -12,7 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/checkpoint_file.h"
+#include "checkpoint/format/trainhooks/pickle_stream.h"
+#include "checkpoint/format/trainhooks/torch_zip_reader.h"
+#include "checkpoint/format/trainhooks/trainhooks_format.h"
 #include "test_util.h"
 #include "trainhooks/errors.h"
 

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/checkpoint_file.h"
+#include "checkpoint/format/trainhooks/pickle_stream.h"
 #include "checkpoint/saver_test_model.h"
 #include "test_util.h"
 #include "trainhooks/checkpoint/checkpoint_reader.h"

@@ -49,7 +49,7 @@
 #include "trainhooks/checkpoint/checkpoint_state.h"
 #include "trainhooks/checkpoint/saver.h"
 #include "trainhooks/env.h"
-#include "trainhooks/metrics_board.h"
+#include "trainhooks/metric_mode.h"
 
 namespace trainhooks {
 
@@ -61,6 +61,14 @@ struct ScoredCheckpoint {
   int64_t step = 0;
   double value = 0;
   bool operator==(const ScoredCheckpoint&) const = default;
+};
+
+// The keep-best metric's value measured at a step, as the caller of save() knows it
+// (CheckpointSaverHook: the latest value of best_metric on the graph's MetricsBoard).
+struct CheckpointScore {
+  int64_t step = 0;
+  double value = 0;
+  bool operator==(const CheckpointScore&) const = default;
 };
 
 struct CheckpointManagerOptions {
@@ -78,14 +86,16 @@ struct CheckpointManagerOptions {
   // that the directory can be moved or copied. false: as given (absolute for an absolute
   // directory), TensorFlow 1's Saver's rule, which only readers that predate relative paths need.
   bool save_relative_paths = true;
-  // Keep-best: > 0 keeps the keep_best_n checkpoints with the best values of best_metric (a name
-  // on the graph's MetricsBoard, e.g. "eval/loss"; required then) by best_mode: max_to_keep
-  // never deletes them (they stay on disk, no longer listed in the state file, as the hours rule
-  // keeps its own), and one that falls out of the best N is deleted once no longer listed. A
-  // checkpoint's value is the metric measured at its step: each save reads the board's latest
-  // value and gives it to the listed checkpoint of that step (the one being saved, or an earlier
-  // one when the evaluation ran after that checkpoint was written, as an EvaluationHook listed
-  // after the CheckpointSaverHook does). The values and the best list survive restarts in
+  // Keep-best: > 0 keeps the keep_best_n checkpoints with the best values of best_metric (the
+  // metric's name, e.g. "eval/loss"; required then) by best_mode: max_to_keep never deletes them
+  // (they stay on disk, no longer listed in the state file, as the hours rule keeps its own), and
+  // one that falls out of the best N is deleted once no longer listed. A checkpoint's value is
+  // the metric measured at its step: each save() may pass a CheckpointScore, which goes to the
+  // listed checkpoint of its step (the one being saved, or an earlier one when the evaluation ran
+  // after that checkpoint was written, as an EvaluationHook listed after the
+  // CheckpointSaverHook does). The manager reads no metric itself: CheckpointSaverHook passes
+  // the latest value of best_metric on the graph's MetricsBoard. The values and the best list
+  // survive restarts in
   // `<directory>/best_checkpoints.json`, written crash-safely before the state file and before
   // anything is deleted; `trainhooks checkpoint list` marks the best. >= 0.
   int keep_best_n = 0;
@@ -125,13 +135,16 @@ class CheckpointManager {
   // thread and a second one), lists it in the state file, applies retention and returns its path.
   // Saver's errors: NotFoundError when the directory does not exist, write errors naming the
   // file; nothing is listed or deleted when the write fails.
-  std::string save(Session& session, int64_t step);
+  // `score`: keep-best's value of the metric at score->step (ignored without keep_best_n).
+  std::string save(Session& session, int64_t step,
+                   std::optional<CheckpointScore> score = std::nullopt);
   // save() in two halves, for saving while training goes on: snapshot() copies the state into
   // host memory on the thread that runs the session (Saver::snapshot), write() writes it, lists
   // it and applies retention, on any thread, and returns its path. write() accepts any snapshot
   // of a path in this directory (InvalidArgument otherwise, or for an empty snapshot). Writes
   // are serialised.
-  SaverSnapshot snapshot(Session& session, int64_t step);
+  SaverSnapshot snapshot(Session& session, int64_t step,
+                         std::optional<CheckpointScore> score = std::nullopt);
   std::string write(SaverSnapshot snapshot);
 
   // ---- State -----------------------------------------------------------------------------------
@@ -182,17 +195,10 @@ class CheckpointManager {
   void recover_locked(const Env& env, const std::optional<CheckpointState>* known) const;
   // Reads best_checkpoints.json into scored_ (keep-best only); mu_ held.
   void recover_best_locked(const Env& env) const;
-  // A step's keep-best metric value: (its step, the value).
-  struct Observation {
-    int64_t step;
-    double value;
-  };
-  // The board's latest value of best_metric; nullopt without keep_best_n or value.
-  std::optional<Observation> observe(Session& session) const;
   // Lists `path`, written at `timestamp`, and applies retention; mu_ held.
   void record_locked(const std::string& path, double timestamp, const Env& env,
-                     std::optional<Observation> observation);
-  std::string write_observed(SaverSnapshot snapshot, std::optional<Observation> observation);
+                     std::optional<CheckpointScore> score);
+  std::string write_scored(SaverSnapshot snapshot, std::optional<CheckpointScore> score);
 
   std::string directory_;
   std::string prefix_;
@@ -215,7 +221,7 @@ class CheckpointManager {
   // Keep-best: the values of checkpoints on disk (best_checkpoints.json), and those snapshot()
   // read for write() to record.
   mutable std::vector<ScoredCheckpoint> scored_;
-  std::vector<std::pair<std::string, std::optional<Observation>>> pending_;
+  std::vector<std::pair<std::string, std::optional<CheckpointScore>>> pending_;
 };
 
 // The restore function of a chief's session creator (SessionCreatorOptions::restore):

@@ -1,7 +1,8 @@
 // Saver: writes and reads one training checkpoint of a Graph (TF2's tf.train.Checkpoint
 // write/read), and keeps TensorFlow 1's Saver API on top of CheckpointManager.
 //
-// write(session, "ckpt/model.ckpt-200") writes two files and returns the path:
+// write(session, "ckpt/model.ckpt-200") writes the checkpoint in the default format
+// (checkpoint_format.h), two files, and returns the path:
 //   ckpt/model.ckpt-200             every variable, as a dict name -> tensor that Python reads
 //                                   with torch.load(path) (LibTorch's pickle format)
 //   ckpt/model.ckpt-200.trainstate  the rest of the training state (optimizer state of every
@@ -43,17 +44,14 @@
 #include <vector>
 
 #include "trainhooks/env.h"
-#include "trainhooks/metrics_board.h"
+#include "trainhooks/metric_mode.h"
 
 namespace trainhooks {
 
 class CheckpointManager;
 class Graph;
 class Session;
-
-namespace internal {
-struct CheckpointContents;
-}
+struct TrainingSnapshot;
 
 struct SaverOptions {
   // Retention of the compatibility API (save(session, prefix, step)): checkpoints kept and
@@ -185,8 +183,8 @@ class Saver {
   // earlier checkpoint when read() fails and not when apply() does: read() checks that both
   // files exist, logs `Restoring parameters from PATH` and decodes them; apply() checks the
   // contents against the graph and applies them.
-  internal::CheckpointContents read(const std::string& path, const Env& env) const;
-  void apply(const internal::CheckpointContents& contents, const Env& env) const;
+  TrainingSnapshot read(const std::string& path, const Env& env) const;
+  void apply(const TrainingSnapshot& snapshot, const std::string& path, const Env& env) const;
   // The path of `<prefix>-<step>` for the compatibility API, checked.
   std::string compat_path(Session& session, const std::string& save_path_prefix,
                           std::optional<int64_t> global_step) const;

@@ -59,10 +59,10 @@
 #include <string>
 #include <vector>
 
-#include "trainhooks/checkpoint/async_checkpoint_writer.h"
 #include "trainhooks/checkpoint/checkpoint_manager.h"
 #include "trainhooks/checkpoint/saver.h"
 #include "trainhooks/hook.h"
+#include "trainhooks/hooks/async_checkpoint_writer.h"
 #include "trainhooks/timer.h"
 
 namespace trainhooks {

@@ -1,4 +1,4 @@
-#include "checkpoint/optimizer_state.h"
+#include "optimizer_state.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>

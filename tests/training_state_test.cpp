@@ -1,7 +1,7 @@
 // The mapping between a graph and a checkpoint's contents (src/checkpoint/training_state.cpp),
 // through Saver::save and Saver::restore: what is captured, what a restore checks before it
 // changes anything, and what it applies.
-#include "checkpoint/training_state.h"
+#include "trainhooks/training_state.h"
 
 #include <ATen/ATen.h>
 #include <gmock/gmock.h>
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/checkpoint_file.h"
+#include "checkpoint/format/trainhooks/trainhooks_format.h"
 #include "checkpoint/saver_test_model.h"
 #include "trainhooks/checkpoint/checkpoint_reader.h"
 #include "trainhooks/checkpoint/saver.h"
@@ -94,8 +94,8 @@ TEST_F(TrainingStateTest, ACheckpointWithoutAWorldSizeCountsOneShardsExamples) {
   a.g.shard_inputs(2, 1);
   th::Session sa(a.g);
   a.steps(sa, 2);
-  size_t bytes = 0;
-  auto c = th::internal::capture_training_state(a.g, /*copy=*/true, bytes);
+  th::internal::CheckpointContents c;
+  static_cast<th::TrainingSnapshot&>(c) = th::capture_training_state(a.g, /*copy=*/true);
   c.path = dir.file("old.ckpt");
   c.world_size.reset();
   c.inputs.at("data/x").offset = 6;  // as an earlier version wrote it: 6 examples of this shard

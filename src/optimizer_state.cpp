@@ -1,4 +1,4 @@
-#include "checkpoint/optimizer_state.h"
+#include "optimizer_state.h"
 
 #include <ATen/ATen.h>
 #include <ATen/core/Dict.h>
@@ -18,7 +18,7 @@
 #include <memory>
 #include <type_traits>
 
-#include "checkpoint/checkpoint_file.h"
+#include "tensor_format.h"
 #include "trainhooks/errors.h"
 
 namespace trainhooks::internal {

@@ -1,4 +1,4 @@
-#include "checkpoint/torch_zip_writer.h"
+#include "checkpoint/format/trainhooks/torch_zip_writer.h"
 
 #include <isa-l/crc.h>
 

@@ -1,4 +1,4 @@
-#include "checkpoint/torch_zip_writer.h"
+#include "checkpoint/format/trainhooks/torch_zip_writer.h"
 
 #include <caffe2/serialize/inline_container.h>
 #include <gtest/gtest.h>
@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "checkpoint/checkpoint_file.h"
+#include "checkpoint/format/trainhooks/torch_zip_reader.h"
 #include "test_util.h"
 #include "trainhooks/errors.h"
 

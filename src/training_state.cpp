@@ -1,4 +1,4 @@
-#include "checkpoint/training_state.h"
+#include "trainhooks/training_state.h"
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -14,12 +14,30 @@
 #include <set>
 #include <string_view>
 
-#include "checkpoint/optimizer_state.h"
+#include "optimizer_state.h"
+#include "tensor_format.h"
 #include "trainhooks/errors.h"
+#include "trainhooks/graph.h"
+#include "util/first_line.h"
 
-namespace trainhooks::internal {
+namespace trainhooks {
+
+using internal::describe_tensor;
+using internal::first_line;
+using internal::host_tensor;
 
 namespace {
+
+// What a restore will apply, checked against the graph; refers into the snapshot it was made of.
+struct RestorePlan {
+  std::vector<std::pair<Node, at::Tensor>> variables;
+  std::vector<std::pair<Node, const OptimizerSnapshot*>> optimizers;
+  std::vector<std::pair<Node, InputPosition>> inputs;
+  std::vector<std::pair<std::string, StateProvider*>> providers;
+  std::vector<const std::string*> provider_bytes;
+  std::vector<std::string> notes;  // logged as INFO
+  std::vector<std::string> warnings;
+};
 
 std::vector<double> learning_rates(const torch::optim::Optimizer& opt) {
   std::vector<double> lrs;
@@ -33,10 +51,10 @@ std::vector<double> learning_rates(const torch::optim::Optimizer& opt) {
 
 // The optimizer's state: as tensors for LibTorch's built-in optimizers (cloned when `copy`), else
 // as the archive of Optimizer::save, made now. Adds the bytes it holds to `bytes`.
-OptimizerState capture_optimizer(torch::optim::Optimizer& opt, bool copy, size_t& bytes) {
-  OptimizerState s;
+OptimizerSnapshot capture_optimizer(torch::optim::Optimizer& opt, bool copy, size_t& bytes) {
+  OptimizerSnapshot s;
   s.lrs = learning_rates(opt);
-  if (auto encoded = encode_optimizer(opt, copy, bytes)) {
+  if (auto encoded = internal::encode_optimizer(opt, copy, bytes)) {
     s.encoded = std::move(*encoded);
     return s;
   }
@@ -52,8 +70,16 @@ OptimizerState capture_optimizer(torch::optim::Optimizer& opt, bool copy, size_t
 
 }  // namespace
 
-CheckpointContents capture_training_state(Graph& g, bool copy, size_t& bytes) {
-  CheckpointContents c;
+const at::Tensor* TrainingSnapshot::find_variable(const std::string& name) const {
+  for (const auto& [n, t] : variables)
+    if (n == name) return &t;
+  return nullptr;
+}
+
+TrainingSnapshot capture_training_state(Graph& g, bool copy, size_t* bytes_out) {
+  size_t scratch = 0;
+  size_t& bytes = bytes_out ? *bytes_out : scratch;
+  TrainingSnapshot c;
   // Variables: copied when the write happens later, while training changes them in place.
   for (Node v : g.variables()) {
     at::Tensor t = host_tensor(g.variable_value(v), copy);
@@ -75,7 +101,9 @@ CheckpointContents capture_training_state(Graph& g, bool copy, size_t& bytes) {
   return c;
 }
 
-RestorePlan check_training_state(Graph& g, const CheckpointContents& cp) {
+namespace {
+
+RestorePlan plan_restore(Graph& g, const TrainingSnapshot& cp, const std::string& path) {
   RestorePlan plan;
   std::map<std::string_view, const at::Tensor*> saved;
   for (const auto& [name, t] : cp.variables) saved.emplace(name, &t);
@@ -83,18 +111,18 @@ RestorePlan check_training_state(Graph& g, const CheckpointContents& cp) {
     const auto& name = g.name(v);
     auto it = saved.find(name);
     if (it == saved.end()) {
-      throw NotFoundError(
-          fmt::format("Variable '{}' is not in the checkpoint '{}'", name, cp.path));
+      throw NotFoundError(fmt::format("Variable '{}' is not in the checkpoint '{}'", name, path));
     }
     const at::Tensor& t = *it->second;
     const at::Tensor& current = g.variable_value(v);
     if (t.sizes() != current.sizes() || t.scalar_type() != current.scalar_type()) {
       throw InvalidArgument(
-          fmt::format("Variable '{}' in the checkpoint '{}' has {}, the graph's has {}", name,
-                      cp.path, describe_tensor(t), describe_tensor(current)));
+          fmt::format("Variable '{}' in the checkpoint '{}' has {}, the graph's has {}", name, path,
+                      describe_tensor(t), describe_tensor(current)));
     }
     plan.variables.emplace_back(v, t);
   }
+  if (cp.variables_only) return plan;  // a weights file: the rest stays, and is not warned about
 
   std::set<std::string> used;
   for (Node t : g.train_ops()) {
@@ -102,18 +130,18 @@ RestorePlan check_training_state(Graph& g, const CheckpointContents& cp) {
     auto it = cp.optimizers.find(name);
     if (it == cp.optimizers.end()) {
       plan.warnings.push_back(fmt::format(
-          "The checkpoint '{}' has no optimizer state for train op '{}'; it is left as it is",
-          cp.path, name));
+          "The checkpoint '{}' has no optimizer state for train op '{}'; it is left as it is", path,
+          name));
       continue;
     }
     used.insert(name);
     // A state that does not fit fails here, before anything changed: an archive is loaded into
     // a scratch optimizer over the same variables.
     try {
-      const OptimizerState& s = it->second;
+      const OptimizerSnapshot& s = it->second;
       size_t groups = 0;
       if (s.is_encoded()) {
-        check_encoded_optimizer(s.encoded, g.optimizer(t));
+        internal::check_encoded_optimizer(s.encoded, g.optimizer(t));
         groups = g.optimizer(t).param_groups().size();
       } else {
         auto scratch = g.make_optimizer(t);
@@ -130,7 +158,7 @@ RestorePlan check_training_state(Graph& g, const CheckpointContents& cp) {
       throw InvalidArgument(
           fmt::format("The optimizer state of train op '{}' in the checkpoint '{}' does not fit "
                       "its {} optimizer: {}",
-                      name, cp.path, g.optimizer_name(t), first_line(e)));
+                      name, path, g.optimizer_name(t), first_line(e)));
     }
     plan.optimizers.emplace_back(t, &it->second);
   }
@@ -139,7 +167,7 @@ RestorePlan check_training_state(Graph& g, const CheckpointContents& cp) {
       plan.warnings.push_back(
           fmt::format("Ignoring the optimizer state of train op '{}' in the checkpoint '{}': the "
                       "graph has no such train op",
-                      name, cp.path));
+                      name, path));
   }
 
   if (cp.cpu_rng) {
@@ -148,7 +176,7 @@ RestorePlan check_training_state(Graph& g, const CheckpointContents& cp) {
       scratch.set_state(*cp.cpu_rng);
     } catch (const std::exception& e) {
       throw InvalidArgument(fmt::format(
-          "The CPU RNG state in the checkpoint '{}' cannot be used: {}", cp.path, first_line(e)));
+          "The CPU RNG state in the checkpoint '{}' cannot be used: {}", path, first_line(e)));
     }
   }
 
@@ -158,9 +186,8 @@ RestorePlan check_training_state(Graph& g, const CheckpointContents& cp) {
     const auto& name = g.name(n);
     auto it = cp.inputs.find(name);
     if (it == cp.inputs.end()) {
-      plan.warnings.push_back(
-          fmt::format("The checkpoint '{}' has no position for input '{}'; it is left as it is",
-                      cp.path, name));
+      plan.warnings.push_back(fmt::format(
+          "The checkpoint '{}' has no position for input '{}'; it is left as it is", path, name));
       continue;
     }
     used.insert(name);
@@ -186,7 +213,7 @@ RestorePlan check_training_state(Graph& g, const CheckpointContents& cp) {
     if (!used.count(name))
       plan.warnings.push_back(fmt::format(
           "Ignoring the position of input '{}' in the checkpoint '{}': the graph has no such input",
-          name, cp.path));
+          name, path));
   }
 
   used.clear();
@@ -201,13 +228,13 @@ RestorePlan check_training_state(Graph& g, const CheckpointContents& cp) {
     if (!used.count(key))
       plan.warnings.push_back(fmt::format(
           "Ignoring state '{}' in the checkpoint '{}': nothing is registered under that key", key,
-          cp.path));
+          path));
   }
   return plan;
 }
 
-void apply_training_state(Graph& g, const CheckpointContents& cp, const RestorePlan& plan,
-                          const Env& env) {
+void apply_plan(Graph& g, const TrainingSnapshot& cp, const RestorePlan& plan,
+                const std::string& path, const Env& env) {
   // State providers first: they are the only part that may reject its bytes, and are rolled back
   // from a snapshot if one does.
   std::vector<std::string> before;
@@ -225,19 +252,20 @@ void apply_training_state(Graph& g, const CheckpointContents& cp, const RestoreP
       const auto* err = dynamic_cast<const Error*>(&e);
       throw_error(err ? err->code() : Code::kInvalidArgument,
                   fmt::format("Cannot restore state '{}' from the checkpoint '{}': {}",
-                              plan.providers[i].first, cp.path, e.what()));
+                              plan.providers[i].first, path, e.what()));
     }
   }
   {
     at::NoGradGuard no_grad;
     for (const auto& [v, t] : plan.variables) g.variable_value(v).copy_(t);
   }
+  if (cp.variables_only) return;
   for (const auto& [t, s] : plan.optimizers) {
     auto& opt = g.optimizer(t);
     // LibTorch's load only adds entries: clear first so that a parameter without saved state
     // (no step taken yet) does not keep a newer one.
     if (s->is_encoded()) {
-      load_encoded_optimizer(s->encoded, opt);
+      internal::load_encoded_optimizer(s->encoded, opt);
     } else {
       opt.state().clear();
       torch::serialize::InputArchive archive;
@@ -259,4 +287,17 @@ void apply_training_state(Graph& g, const CheckpointContents& cp, const RestoreP
   for (const auto& w : plan.warnings) env.warning(w);
 }
 
-}  // namespace trainhooks::internal
+}  // namespace
+
+void check_training_state(Graph& graph, const TrainingSnapshot& snapshot,
+                          const std::string& source) {
+  plan_restore(graph, snapshot, source);
+}
+
+void restore_training_state(Graph& graph, const TrainingSnapshot& snapshot,
+                            const std::string& source, const Env& env) {
+  const RestorePlan plan = plan_restore(graph, snapshot, source);
+  apply_plan(graph, snapshot, plan, source, env);
+}
+
+}  // namespace trainhooks

@@ -1,4 +1,4 @@
-#include "trainhooks/checkpoint/async_checkpoint_writer.h"
+#include "trainhooks/hooks/async_checkpoint_writer.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
