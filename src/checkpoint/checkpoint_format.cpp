@@ -16,7 +16,8 @@ namespace trainhooks {
 
 namespace {
 
-// Every format, the default first. A new format is one line here.
+// Every format, the default first. A new format is one line here. Never destroyed: a writer
+// thread may still write a checkpoint while the program exits.
 const std::vector<std::unique_ptr<CheckpointFormat>>& formats() {
   static const auto* all = [] {
     auto* v = new std::vector<std::unique_ptr<CheckpointFormat>>();
