@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -144,6 +145,19 @@ TEST_F(CheckpointFormatTest, AnImportNamesTheVariableTheFileLacks) {
               th::import_variables(s, dir.file("none.safetensors"));
             }).empty(),
             false);
+}
+
+// A FIFO in a file's place is refused at once by every format (an open would wait for a writer).
+TEST_F(CheckpointFormatTest, AFifoInPlaceOfAFileIsRefusedNotWaitedOn) {
+  const std::string fifo = dir.file("model.safetensors");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_EQ(message_of<th::FileError>([&] { th::checkpoint_format("safetensors").read(fifo); }),
+            "Cannot read safetensors file '" + fifo + "': not a regular file");
+  const std::string ckpt = dir.file("model.ckpt-1");
+  ASSERT_EQ(::mkfifo(ckpt.c_str(), 0600), 0);
+  ASSERT_EQ(::mkfifo((ckpt + ".trainstate").c_str(), 0600), 0);
+  EXPECT_EQ(message_of<th::FileError>([&] { th::default_checkpoint_format().read(ckpt); }),
+            "Cannot read checkpoint file '" + ckpt + ".trainstate': not a regular file");
 }
 
 // An independent reader, by the published layout (8-byte little-endian header length, the JSON

@@ -27,6 +27,7 @@
 #include "trainhooks/errors.h"
 #include "util/atomic_file.h"
 #include "util/json_writer.h"
+#include "util/readable_file.h"
 
 namespace trainhooks::internal {
 
@@ -493,46 +494,10 @@ SafetensorsFile parse_safetensors(const char* data, size_t size, const std::stri
 }
 
 SafetensorsFile read_safetensors(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    if (err == ENOENT)
-      throw NotFoundError(fmt::format("Safetensors file '{}' does not exist", path));
-    throw FileError(fmt::format("Cannot open safetensors file '{}': {}", path, std::strerror(err)));
-  }
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    throw FileError(
-        fmt::format("Cannot read safetensors file '{}': {}", path, std::strerror(errno)));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    throw FileError(fmt::format("Cannot read safetensors file '{}': {}", path,
-                                S_ISDIR(st.st_mode) ? "it is a directory" : "not a regular file"));
-  }
-  const auto file_size = static_cast<uint64_t>(st.st_size);
+  const ReadableFile file(path, "safetensors file");
+  const uint64_t file_size = file.size();
   auto read_at = [&](uint64_t offset, void* dst, size_t count) {
-    constexpr size_t kPiece = size_t{1} << 30;  // a read(2) moves at most ~2 GiB
-    size_t done = 0;
-    while (done < count) {
-      const ssize_t got =
-          ::pread(fd, static_cast<char*>(dst) + done, std::min(kPiece, count - done),
-                  static_cast<off_t>(offset + done));
-      if (got < 0 && errno == EINTR) continue;
-      if (got < 0) {
-        throw FileError(
-            fmt::format("Cannot read safetensors file '{}': {}", path, std::strerror(errno)));
-      }
-      if (got == 0) {
-        throw FileError(fmt::format(
-            "Cannot read safetensors file '{}': it ended at byte {} of the {} it had when opened",
-            path, offset + done, file_size));
-      }
-      done += static_cast<size_t>(got);
-    }
+    file.read_at(offset, dst, count);
   };
 
   if (file_size < kLengthSize) {

@@ -15,6 +15,7 @@
 #include <filesystem>
 
 #include "trainhooks/errors.h"
+#include "util/readable_file.h"
 
 namespace trainhooks::internal {
 
@@ -35,33 +36,9 @@ uint32_t crc32c_extend(uint32_t crc, const char* data, size_t size) {
 }  // namespace
 
 FileRead read_file(const std::string& path, size_t aligned_at, size_t crc_from) {
-  std::error_code ec;
-  const auto status = fs::status(path, ec);
-  if (fs::is_directory(status)) {
-    throw FileError(fmt::format("Cannot read checkpoint file '{}': it is a directory", path));
-  }
-  if (fs::exists(status) && !fs::is_regular_file(status)) {
-    throw FileError(fmt::format("Cannot read checkpoint file '{}': not a regular file", path));
-  }
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    if (err == ENOENT)
-      throw NotFoundError(fmt::format("Checkpoint file '{}' does not exist", path));
-    throw FileError(fmt::format("Cannot open checkpoint file '{}': {}", path, std::strerror(err)));
-  }
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    throw FileError(
-        fmt::format("Cannot read checkpoint file '{}': {}", path, std::strerror(errno)));
-  }
-  if (!S_ISREG(st.st_mode))
-    throw FileError(fmt::format("Cannot read checkpoint file '{}': not a regular file", path));
-  const auto size = static_cast<size_t>(st.st_size);
+  const ReadableFile file(path, "checkpoint file");
+  const int fd = file.fd();
+  const auto size = static_cast<size_t>(file.size());
   ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
   FileRead out{FileBytes::allocate(size, aligned_at), 0};
   char* data = out.bytes->data();
@@ -69,14 +46,8 @@ FileRead read_file(const std::string& path, size_t aligned_at, size_t crc_from) 
   while (done < size) {
     const ssize_t got = ::read(fd, data + done, std::min(kReadPiece, size - done));
     if (got < 0 && errno == EINTR) continue;
-    if (got < 0) {
-      throw FileError(
-          fmt::format("Cannot read checkpoint file '{}': {}", path, std::strerror(errno)));
-    }
-    if (got == 0) {
-      throw FileError(fmt::format("Cannot read checkpoint file '{}': it ended after {} of {} bytes",
-                                  path, done, size));
-    }
+    if (got < 0) file.fail(std::strerror(errno));
+    if (got == 0) file.fail(fmt::format("it ended after {} of {} bytes", done, size));
     const size_t end = done + static_cast<size_t>(got);
     if (end > crc_from) {
       const size_t from = std::max(done, crc_from);
