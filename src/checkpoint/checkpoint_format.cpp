@@ -3,13 +3,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <algorithm>
-#include <filesystem>
-
 #include "checkpoint/format/safetensors/safetensors_format.h"
 #include "checkpoint/format/trainhooks/trainhooks_format.h"
 #include "trainhooks/errors.h"
-#include "trainhooks/graph.h"
 #include "trainhooks/session.h"
 
 namespace trainhooks {

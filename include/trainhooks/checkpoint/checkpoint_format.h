@@ -44,7 +44,8 @@ class CheckpointFormat {
   // The files of the checkpoint at `path`, the one named `path` first.
   virtual std::vector<std::string> files(const std::string& path) const = 0;
   // The checkpoint that the file `file` belongs to: `path` for any of files(path), or "" when it
-  // is none of this format's files.
+  // is none of this format's files. The default format takes any file but its training-state
+  // file for a checkpoint's own (`model.ckpt-3.trainstate` -> `model.ckpt-3`, `x` -> `x`).
   virtual std::string checkpoint_of(const std::string& file) const = 0;
 
   // Writes the checkpoint at `path`, each file crash-safe (temporary file, fsync, rename, fsync of

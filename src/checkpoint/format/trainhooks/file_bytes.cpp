@@ -19,8 +19,6 @@
 
 namespace trainhooks::internal {
 
-namespace fs = std::filesystem;
-
 namespace {
 
 constexpr size_t kReadPiece = size_t{1} << 20;  // checksummed while in cache
