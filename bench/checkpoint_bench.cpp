@@ -37,7 +37,7 @@
 #include <string>
 #include <vector>
 
-#include "trainhooks/checkpoint/saver.h"
+#include "trainhooks/checkpoint/tf1_saver.h"
 #include "trainhooks/graph.h"
 #include "trainhooks/optimizers.h"
 #include "trainhooks/session.h"
@@ -201,7 +201,7 @@ int main(int argc, char** argv) {
   bool all_met = true;
   for (uint64_t mb : sizes_mb) {
     State s(mb << 20);
-    th::Saver saver(s.g, {.max_to_keep = 1});
+    th::compat::v1::Saver saver(s.g, {.max_to_keep = 1});
     const std::string prefix = (dir / "model.ckpt").string();
     std::vector<double> dd, save, copy, stall, write, cat, restore, restore_ratio;
     std::vector<double> save_ratio, stall_ratio;  // per repetition: neighbours in time

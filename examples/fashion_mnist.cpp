@@ -530,7 +530,7 @@ int run(const Flags& f) {
   // A finished run would train one more step if restored (TF's StopAtStepHook rule): say so
   // instead.
   bool complete = false;
-  if (auto latest = chief ? th::Saver::latest_checkpoint(f.logdir) : std::nullopt) {
+  if (auto latest = chief ? th::latest_checkpoint(f.logdir) : std::nullopt) {
     if (auto done = th::CheckpointManager::step_of(*latest); done && *done >= plan->last_step()) {
       std::cout << fmt::format(
           "The run in {} is complete ({} of {} steps). Train again with a new --logdir.\n",
@@ -605,7 +605,7 @@ int run(const Flags& f) {
         th::signal_name(sig), step, plan->last_step(), f.logdir);
     return f.preempted_exit_code.value_or(th::exit_status_for_signal(sig));
   }
-  auto acc = th::metrics_board(g).latest("eval/accuracy");
+  auto acc = th::latest_metrics(g).latest("eval/accuracy");
   if (time_limit && time_limit->stopped() && step < plan->last_step()) {
     // Not the end of the plan: the learning rate has not decayed, and the accuracy is not final.
     if (chief) {

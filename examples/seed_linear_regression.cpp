@@ -33,11 +33,11 @@ struct MyHook : th::SessionRunHook {
   th::Node loss;
   std::string model_path;
   std::vector<float> loss_values;
-  std::unique_ptr<th::Saver> saver;
+  std::unique_ptr<th::compat::v1::Saver> saver;  // tf.compat.v1.train.Saver
 
   MyHook(th::Node l, std::string path) : loss(l), model_path(std::move(path)) {}
 
-  void begin() override { saver = std::make_unique<th::Saver>(graph()); }
+  void begin() override { saver = std::make_unique<th::compat::v1::Saver>(graph()); }
 
   th::SessionRunArgs before_run(th::SessionRunContext&) override { return {{loss}}; }
 

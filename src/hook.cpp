@@ -8,8 +8,9 @@
 
 namespace trainhooks {
 
-void SessionRunHook::bind(Graph& graph, const Env& session_env) {
+void SessionRunHook::bind(Graph& graph, const Env& session_env, HookServices& services) {
   graph_ = &graph;
+  services_ = &services;
   env_ = own_env_.or_else(session_env).or_else(Env::system());
 }
 
@@ -18,6 +19,13 @@ Graph& SessionRunHook::graph() const {
     throw FailedPreconditionError(
         "This hook is not attached to a session: graph() is available from begin() on");
   return *graph_;
+}
+
+HookServices& SessionRunHook::services() const {
+  if (!services_)
+    throw FailedPreconditionError(
+        "This hook is not attached to a session: services() are available from begin() on");
+  return *services_;
 }
 
 void SessionRunHook::require_global_step(std::string_view hook_name) const {

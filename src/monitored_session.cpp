@@ -92,7 +92,8 @@ MonitoredSession::MonitoredSession(std::unique_ptr<SessionCreator> creator, Hook
     if (!hooks_[i]) throw InvalidArgument(fmt::format("MonitoredSession: hooks[{}] is null", i));
   }
   Graph& g = creator_->graph();
-  for (auto& h : hooks_) h->bind(g, env_);
+  services_ = std::make_unique<HookServices>(g);
+  for (auto& h : hooks_) h->bind(g, env_, *services_);
   for (auto& h : hooks_) h->begin();
   register_hook_states(g);
   g.finalize();

@@ -38,7 +38,7 @@ void validate(const MonitoredTrainingSessionOptions& o) {
     throw InvalidArgument(fmt::format("Invalid max_to_keep: {}", *o.max_to_keep));
   if (o.checkpoint_dir.empty() &&
       (o.save_checkpoint_secs || o.save_checkpoint_steps || o.max_to_keep ||
-       o.keep_checkpoint_every_n_hours || o.keep_best_n != 0)) {
+       o.keep_checkpoint_every_n_hours || o.keep_best.n != 0)) {
     throw InvalidArgument(
         "MonitoredTrainingSession: checkpoint options were given without checkpoint_dir");
   }
@@ -155,9 +155,7 @@ MonitoredTrainingSession::Parts MonitoredTrainingSession::assemble(
     if (o.max_to_keep) manager_options.max_to_keep = *o.max_to_keep;
     if (o.keep_checkpoint_every_n_hours)
       manager_options.keep_checkpoint_every_n_hours = *o.keep_checkpoint_every_n_hours;
-    manager_options.keep_best_n = o.keep_best_n;
-    manager_options.best_metric = o.best_metric;
-    manager_options.best_mode = o.best_mode;
+    manager_options.keep_best = o.keep_best;
     manager = std::make_shared<CheckpointManager>(r.checkpoint_dir, manager_options);
   }
   if (manager) {

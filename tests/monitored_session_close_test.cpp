@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "test_util.h"
+#include "trainhooks/checkpoint/checkpoint_manager.h"
 #include "trainhooks/checkpoint/saver.h"
 #include "trainhooks/errors.h"
 #include "trainhooks/monitored_session.h"
@@ -54,7 +55,7 @@ struct TrainingRun {
 TEST(MonitoredSessionCloseTest, TheDestructorLogsAFailedFinalSaveWithTheStepsLost) {
   TrainingRun r;
   auto sess = r.train(70);
-  ASSERT_EQ(th::Saver::latest_checkpoint(r.ckpt), r.ckpt + "/model.ckpt-50");
+  ASSERT_EQ(th::latest_checkpoint(r.ckpt), r.ckpt + "/model.ckpt-50");
   break_directory(r.ckpt);
   sess.reset();  // the final save of step 70 fails
   EXPECT_EQ(r.fake.log->messages(th::LogLevel::kError),
@@ -83,7 +84,7 @@ TEST(MonitoredSessionCloseTest, NothingIsLostWhenTheFinalSaveSucceeds) {
   auto sess = r.train(70);
   sess->close();
   EXPECT_EQ(sess->unsaved_steps(), "");
-  EXPECT_EQ(th::Saver::latest_checkpoint(r.ckpt), r.ckpt + "/model.ckpt-70");
+  EXPECT_EQ(th::latest_checkpoint(r.ckpt), r.ckpt + "/model.ckpt-70");
   EXPECT_TRUE(r.fake.log->messages(th::LogLevel::kError).empty());
 }
 

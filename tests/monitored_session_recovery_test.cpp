@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "test_util.h"
+#include "trainhooks/checkpoint/checkpoint_manager.h"
 #include "trainhooks/checkpoint/saver.h"
 #include "trainhooks/coordinator.h"
 #include "trainhooks/errors.h"
@@ -319,7 +320,7 @@ TEST(MonitoredSessionRecoveryTest, ASaveFailingWithTooManyOpenFilesEndsTraining)
     EXPECT_EQ(line.find("An error was raised"), std::string::npos) << line;
   EXPECT_TRUE(f.fake.sleeper->sleeps().empty());
   // The checkpoint before is intact and still the newest; the failed one left no file.
-  EXPECT_EQ(th::Saver::latest_checkpoint(dir.path()), dir.file("model.ckpt-1"));
+  EXPECT_EQ(th::latest_checkpoint(dir.path()), dir.file("model.ckpt-1"));
   for (const auto& e : std::filesystem::directory_iterator(dir.path()))
     EXPECT_EQ(e.path().filename().string().find("model.ckpt-2"), std::string::npos) << e.path();
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "test_util.h"
+#include "trainhooks/checkpoint/checkpoint_manager.h"
 #include "trainhooks/checkpoint/saver.h"
 #include "trainhooks/errors.h"
 #include "trainhooks/hooks/preemption_hook.h"
@@ -611,7 +612,7 @@ TEST(MonitoredTrainingSessionTest, ChiefSavesAndARestartContinuesFromTheLatestCh
   for (int step : {0, 2, 4, 5})
     EXPECT_TRUE(th::Saver::checkpoint_exists(dir.file("model.ckpt-" + std::to_string(step))))
         << step;
-  EXPECT_EQ(th::Saver::latest_checkpoint(dir.path()), dir.file("model.ckpt-5"));
+  EXPECT_EQ(th::latest_checkpoint(dir.path()), dir.file("model.ckpt-5"));
   auto saves = fake.log->messages(th::LogLevel::kInfo);
   EXPECT_NE(std::find(saves.begin(), saves.end(),
                       "Saving checkpoints for 5 into " + dir.file("model.ckpt") + "."),
@@ -634,7 +635,7 @@ TEST(MonitoredTrainingSessionTest, ChiefSavesAndARestartContinuesFromTheLatestCh
     EXPECT_EQ(runs, 3);
     EXPECT_EQ(m.g.global_step_value(), 8);
   }
-  EXPECT_EQ(th::Saver::latest_checkpoint(dir.path()), dir.file("model.ckpt-8"));
+  EXPECT_EQ(th::latest_checkpoint(dir.path()), dir.file("model.ckpt-8"));
   // TensorBoard learns of every save through SessionLog CHECKPOINT in the checkpoint directory.
   th::summary::EventWriter::for_logdir(dir.path())->flush();
   std::vector<int64_t> checkpoint_steps;

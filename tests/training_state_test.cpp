@@ -35,13 +35,13 @@ TEST_F(TrainingStateTest, RestoreIntoAFreshGraphIsBitIdenticalAndTrainingContinu
   th::Session sa(a.g);
   a.steps(sa, 5);  // Adam moments, global step 5, input mid-epoch
   a.counter.value = 42;
-  th::Saver saver_a(a.g, options());
+  V1Saver saver_a(a.g, options());
   const std::string path = saver_a.save(sa, dir.file("model.ckpt"), a.g.global_step_value());
 
   Model b(2);
   th::Session sb(b.g);
   ASSERT_FALSE(torch::equal(a.values()[0], b.values()[0]));
-  th::Saver(b.g, options()).restore(sb, path);
+  V1Saver(b.g, options()).restore(sb, path);
   EXPECT_THAT(fe.log->messages(), ElementsAre("Restoring parameters from " + path));
   expect_same(a.values(), b.values());
   EXPECT_EQ(b.g.global_step_value(), 5);
@@ -65,12 +65,12 @@ TEST_F(TrainingStateTest, ACheckpointOfTwoRanksResumesOnOneAtTheSameGlobalPositi
   th::Session sa(a.g);
   a.steps(sa, 2);  // 2 batches of 3 of this shard: 12 examples of the epoch's 16 for both
   EXPECT_EQ(a.g.input_position(a.batch[0]), (th::InputPosition{0, 12}));
-  const std::string path = th::Saver(a.g, options()).save(sa, dir.file("model.ckpt"), 2);
+  const std::string path = V1Saver(a.g, options()).save(sa, dir.file("model.ckpt"), 2);
   EXPECT_EQ(th::CheckpointReader(path).input_positions().at("data/x"), (th::InputPosition{0, 12}));
 
   Model b(2);
   th::Session sb(b.g);
-  th::Saver(b.g, options()).restore(sb, path);
+  V1Saver(b.g, options()).restore(sb, path);
   EXPECT_EQ(b.g.input_position(b.batch[0]), (th::InputPosition{0, 12}));
   EXPECT_THAT(fe.log->messages(),
               ElementsAre("Restoring parameters from " + path,
@@ -105,7 +105,7 @@ TEST_F(TrainingStateTest, ACheckpointWithoutAWorldSizeCountsOneShardsExamples) {
   Model b(2);
   b.g.shard_inputs(2, 1);
   th::Session sb(b.g);
-  th::Saver(b.g, options()).restore(sb, c.path);
+  V1Saver(b.g, options()).restore(sb, c.path);
   EXPECT_EQ(b.g.input_position(b.batch[0]), (th::InputPosition{0, 12}));
   EXPECT_THAT(fe.log->messages(), ElementsAre("Restoring parameters from " + c.path));
   // And the next batch is the one the writer would have read.
@@ -117,7 +117,7 @@ TEST_F(TrainingStateTest, ACheckpointWithoutAWorldSizeCountsOneShardsExamples) {
 TEST_F(TrainingStateTest, RestoreOverTrainedStateResetsOptimizerStateAndLearningRate) {
   Model a;
   th::Session sa(a.g);
-  th::Saver saver(a.g, options());
+  V1Saver saver(a.g, options());
   const auto initial = a.values();
   const std::string path = saver.save(sa, dir.file("model.ckpt"), 0);  // no optimizer state yet
   a.steps(sa, 4);
@@ -132,7 +132,7 @@ TEST_F(TrainingStateTest, RestoreOverTrainedStateResetsOptimizerStateAndLearning
 TEST_F(TrainingStateTest, RngStateIsSavedAndRestored) {
   Model m;
   th::Session s(m.g);
-  th::Saver saver(m.g, options());
+  V1Saver saver(m.g, options());
   torch::manual_seed(123);
   const std::string path = saver.save(s, dir.file("model.ckpt"), 0);
   const at::Tensor after_save = torch::rand({6});
@@ -148,14 +148,14 @@ TEST_F(TrainingStateTest, StateProviderKeysMissingFromEitherSideAreHandled) {
   a.g.register_state("test/gone", &gone);
   a.counter.value = 3;
   th::Session sa(a.g);
-  const std::string path = th::Saver(a.g, options()).save(sa, dir.file("model.ckpt"), 0);
+  const std::string path = V1Saver(a.g, options()).save(sa, dir.file("model.ckpt"), 0);
 
   Model b;
   Counter added;
   added.value = 77;
   b.g.register_state("test/added", &added);
   th::Session sb(b.g);
-  th::Saver(b.g, options()).restore(sb, path);
+  V1Saver(b.g, options()).restore(sb, path);
   EXPECT_EQ(b.counter.value, 3);
   EXPECT_EQ(added.value, 77);  // not in the file: left as it is
   EXPECT_THAT(warnings(), ElementsAre(HasSubstr("Ignoring state 'test/gone'")));
@@ -169,7 +169,7 @@ TEST_F(TrainingStateTest, AProviderThatRejectsItsBytesChangesNothing) {
   Model m;
   m.g.register_state("test/z_picky", &picky);
   th::Session s(m.g);
-  th::Saver saver(m.g, options());
+  V1Saver saver(m.g, options());
   m.counter.value = 1;
   const std::string path = saver.save(s, dir.file("model.ckpt"), 0);
   m.steps(s, 2);
@@ -187,28 +187,25 @@ TEST_F(TrainingStateTest, MismatchedVariablesAreNamed) {
   a.variable("w", torch::ones({2}));
   a.variable("v", torch::ones({1}));
   th::Session sa(a);
-  const std::string path = th::Saver(a, options()).save(sa, dir.file("model.ckpt"), 0);
+  const std::string path = V1Saver(a, options()).save(sa, dir.file("model.ckpt"), 0);
 
   th::Graph shape;
   shape.variable("w", torch::ones({3}));
   th::Session s1(shape);
-  EXPECT_THAT(
-      message_of<th::InvalidArgument>([&] { th::Saver(shape, options()).restore(s1, path); }),
-      AllOf(HasSubstr("'w'"), HasSubstr("shape [2]"), HasSubstr("shape [3]")));
+  EXPECT_THAT(message_of<th::InvalidArgument>([&] { V1Saver(shape, options()).restore(s1, path); }),
+              AllOf(HasSubstr("'w'"), HasSubstr("shape [2]"), HasSubstr("shape [3]")));
 
   th::Graph dtype;
   dtype.variable("w", torch::ones({2}, torch::kDouble));
   th::Session s2(dtype);
-  EXPECT_THAT(
-      message_of<th::InvalidArgument>([&] { th::Saver(dtype, options()).restore(s2, path); }),
-      AllOf(HasSubstr("'w'"), HasSubstr("Double")));
+  EXPECT_THAT(message_of<th::InvalidArgument>([&] { V1Saver(dtype, options()).restore(s2, path); }),
+              AllOf(HasSubstr("'w'"), HasSubstr("Double")));
 
   th::Graph missing;
   missing.variable("u", torch::ones({2}));
   th::Session s3(missing);
-  EXPECT_THAT(
-      message_of<th::NotFoundError>([&] { th::Saver(missing, options()).restore(s3, path); }),
-      HasSubstr("Variable 'u'"));
+  EXPECT_THAT(message_of<th::NotFoundError>([&] { V1Saver(missing, options()).restore(s3, path); }),
+              HasSubstr("Variable 'u'"));
   EXPECT_TRUE(torch::equal(missing.variable_value(missing.find("u")), torch::ones({2})));
 }
 
@@ -216,7 +213,7 @@ TEST_F(TrainingStateTest, AnOptimizerStateOfAnotherKindIsRejected) {
   Model a;
   th::Session sa(a.g);
   a.steps(sa, 1);
-  const std::string path = th::Saver(a.g, options()).save(sa, dir.file("model.ckpt"), 1);
+  const std::string path = V1Saver(a.g, options()).save(sa, dir.file("model.ckpt"), 1);
 
   th::Graph b;
   auto net = torch::nn::Linear(3, 2);
@@ -226,7 +223,7 @@ TEST_F(TrainingStateTest, AnOptimizerStateOfAnotherKindIsRejected) {
   th::Session sb(b);
   sb.run({train});
   const auto before = b.variable_value(b.find("net/weight")).clone();
-  EXPECT_THAT(message_of<th::InvalidArgument>([&] { th::Saver(b, options()).restore(sb, path); }),
+  EXPECT_THAT(message_of<th::InvalidArgument>([&] { V1Saver(b, options()).restore(sb, path); }),
               AllOf(HasSubstr("train op 'train'"), HasSubstr("sgd")));
   EXPECT_TRUE(torch::equal(b.variable_value(b.find("net/weight")), before));
 }
@@ -237,7 +234,7 @@ TEST_F(TrainingStateTest, DecodedTensorsShareTheFilesMemoryAndRestoredVariablesD
   Model a;
   th::Session sa(a.g);
   a.steps(sa, 2);
-  const std::string path = th::Saver(a.g, options()).save(sa, dir.file("model.ckpt"), 2);
+  const std::string path = V1Saver(a.g, options()).save(sa, dir.file("model.ckpt"), 2);
 
   Model b(2);
   th::Session sb(b.g);
@@ -254,7 +251,7 @@ TEST_F(TrainingStateTest, DecodedTensorsShareTheFilesMemoryAndRestoredVariablesD
     EXPECT_EQ(cp.variables[0].second.storage().data_ptr().get_deleter(),
               cp.variables[1].second.storage().data_ptr().get_deleter());
   }
-  th::Saver(b.g, options()).restore(sb, path);
+  V1Saver(b.g, options()).restore(sb, path);
   expect_same(a.values(), b.values());
   std::vector<const void*> after;
   for (th::Node v : b.g.variables()) after.push_back(b.g.variable_value(v).data_ptr());
@@ -267,7 +264,7 @@ TEST_F(TrainingStateTest, OptimizerStateHeldAsAnArchiveRestoresTheSame) {
   Model a;
   th::Session sa(a.g);
   a.steps(sa, 3);
-  th::Saver saver(a.g, options());
+  V1Saver saver(a.g, options());
   const std::string path = saver.save(sa, dir.file("model.ckpt"), 3);
 
   th::internal::CheckpointContents cp = th::internal::decode_checkpoint(path);
@@ -287,8 +284,8 @@ TEST_F(TrainingStateTest, OptimizerStateHeldAsAnArchiveRestoresTheSame) {
 
   Model b(2), c(3);
   th::Session sb(b.g), sc(c.g);
-  th::Saver(b.g, options()).restore(sb, path);
-  th::Saver(c.g, options()).restore(sc, cp.path);
+  V1Saver(b.g, options()).restore(sb, path);
+  V1Saver(c.g, options()).restore(sc, cp.path);
   b.steps(sb, 2);
   c.steps(sc, 2);
   expect_same(b.values(), c.values());
@@ -298,11 +295,11 @@ TEST_F(TrainingStateTest, RestoringAnotherOptimizersStateSaysSoAndChangesNothing
   Model a;
   th::Session sa(a.g);
   a.steps(sa, 1);
-  const std::string path = th::Saver(a.g, options()).save(sa, dir.file("model.ckpt"), 1);
+  const std::string path = V1Saver(a.g, options()).save(sa, dir.file("model.ckpt"), 1);
   Model b(2, th::sgd(0.1, {.momentum = 0.9}));
   th::Session sb(b.g);
   const auto before = b.values();
-  EXPECT_EQ(message_of<th::InvalidArgument>([&] { th::Saver(b.g, options()).restore(sb, path); }),
+  EXPECT_EQ(message_of<th::InvalidArgument>([&] { V1Saver(b.g, options()).restore(sb, path); }),
             "The optimizer state of train op 'train' in the checkpoint '" + path +
                 "' does not fit its sgd optimizer: the checkpoint holds the state of an optimizer "
                 "of type 'adam'");

@@ -22,6 +22,10 @@
 //
 // Hooks read time, sleep and log through env() (the session's Env unless set_env() gave one).
 //
+// Hooks do not find each other: what they share is services() (hook_services.h), one object per
+// session from begin() on: the graph's latest metrics (an evaluation publishes, plateau, early
+// stopping and keep-best read), the step at which training stops, the learning-rate scales.
+//
 // What most hooks repeat is offered once: require_global_step("MyHook") in begin() raises TF's
 // "Global step should be created to use MyHook."; a SecondOrStepTimer built in the constructor
 // (which validates the options, timer.h) is bound to env()'s clock and restarted by
@@ -53,6 +57,7 @@ namespace trainhooks {
 
 class Coordinator;
 class Graph;
+class HookServices;
 class SecondOrStepTimer;
 class StateProvider;
 
@@ -118,12 +123,14 @@ class SessionRunHook {
   void set_env(Env env) { own_env_ = std::move(env); }
 
   // Called by the monitored session before begin(); hooks need not call it.
-  void bind(Graph& graph, const Env& session_env);
+  void bind(Graph& graph, const Env& session_env, HookServices& services);
 
  protected:
   // The graph of the session that runs this hook; valid from begin() on.
   Graph& graph() const;
   const Env& env() const { return env_; }
+  // What the session's hooks share (hook_services.h); valid from begin() on.
+  HookServices& services() const;
 
   // TF's RuntimeError "Global step should be created to use <hook_name>." when the graph has no
   // global step. From begin() on.
@@ -133,6 +140,7 @@ class SessionRunHook {
 
  private:
   Graph* graph_ = nullptr;
+  HookServices* services_ = nullptr;
   Env own_env_;
   Env env_ = Env::system();
 };

@@ -63,6 +63,7 @@
 #include "trainhooks/env.h"
 #include "trainhooks/graph.h"
 #include "trainhooks/hook.h"
+#include "trainhooks/hook_services.h"
 #include "trainhooks/session.h"
 #include "trainhooks/stop_policy.h"
 
@@ -212,6 +213,8 @@ class MonitoredSession {
   Graph& graph() { return creator_->graph(); }
   Coordinator& coordinator() { return *coord_; }
   const Hooks& hooks() const { return hooks_; }
+  // What this session's hooks share (hook_services.h): the latest metrics, where training stops.
+  const HookServices& services() const { return *services_; }
   const Env& env() const { return env_; }
   // The current raw session (runs on it fire no hooks).
   Session& raw_session();
@@ -262,6 +265,7 @@ class MonitoredSession {
   void mark_end_of_input(Graph& g, RunResults& out);
 
   std::unique_ptr<SessionCreator> creator_;
+  std::unique_ptr<HookServices> services_;  // one per session, shared by its hooks
   Hooks hooks_;
   // Declared after hooks_: unregistered before the hooks (and their providers) may be destroyed.
   std::vector<StateRegistration> hook_states_;

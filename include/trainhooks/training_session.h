@@ -25,8 +25,8 @@
 #include <optional>
 #include <string>
 
+#include "trainhooks/checkpoint/keep_best.h"
 #include "trainhooks/env.h"
-#include "trainhooks/metrics_board.h"
 #include "trainhooks/monitored_session.h"
 
 namespace trainhooks {
@@ -60,12 +60,10 @@ struct MonitoredTrainingSessionOptions {
   std::string summary_dir;
   std::optional<int> max_to_keep;
   std::optional<double> keep_checkpoint_every_n_hours;
-  // Keep-best checkpoints (CheckpointManagerOptions::keep_best_n): the keep_best_n checkpoints
-  // with the best values of best_metric (e.g. an EvaluationHook's "eval/loss") are never deleted
-  // by max_to_keep. 0: off.
-  int keep_best_n = 0;
-  std::string best_metric;
-  MetricMode best_mode = MetricMode::kMin;
+  // Keep-best checkpoints (checkpoint/keep_best.h, CheckpointManagerOptions::keep_best): the
+  // keep_best.n checkpoints with the best values of keep_best.metric (e.g. an EvaluationHook's
+  // "eval/loss") are never deleted by max_to_keep. n = 0: off.
+  KeepBest keep_best;
   // Write checkpoints on a background thread (CheckpointSaverHookOptions::async_save).
   bool async_checkpoints = false;
   // A PreemptionHook (hooks/preemption_hook.h), first of all hooks, on the chief and the workers:

@@ -77,7 +77,8 @@ std::vector<ScoredCheckpoint> rank_best(const std::vector<ScoredCheckpoint>& sco
   for (const auto& c : scored)
     if (!std::isnan(c.value)) ranked.push_back(c);
   std::stable_sort(ranked.begin(), ranked.end(), [&](const auto& a, const auto& b) {
-    if (a.value != b.value) return mode == MetricMode::kMin ? a.value < b.value : a.value > b.value;
+    // The rule plateau and early stopping compare by (metric_mode.h), without a min_delta.
+    if (a.value != b.value) return improves(mode, a.value, b.value);
     return a.step < b.step;
   });
   if (ranked.size() > static_cast<size_t>(std::max(keep_best_n, 0))) ranked.resize(keep_best_n);

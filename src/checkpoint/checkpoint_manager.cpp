@@ -97,17 +97,22 @@ CheckpointManagerOptions checked(CheckpointManagerOptions o) {
         "CheckpointManager: invalid keep_checkpoint_every_n_hours {} (must be a positive number)",
         hours));
   }
-  if (o.keep_best_n < 0) {
+  if (o.keep_best.n < 0) {
     throw InvalidArgument(
-        fmt::format("CheckpointManager: invalid keep_best_n {} (must be >= 0)", o.keep_best_n));
+        fmt::format("CheckpointManager: invalid keep_best.n {} (must be >= 0)", o.keep_best.n));
   }
-  if (o.keep_best_n > 0 && o.best_metric.empty()) {
+  if (o.keep_best.n > 0 && o.keep_best.metric.empty()) {
     throw InvalidArgument(
-        "CheckpointManager: keep_best_n needs best_metric (a metric name, e.g. 'eval/loss')");
+        "CheckpointManager: keep_best.n needs keep_best.metric (a metric name, e.g. 'eval/loss')");
   }
-  if (o.best_mode != MetricMode::kMin && o.best_mode != MetricMode::kMax) {
-    throw InvalidArgument(fmt::format("CheckpointManager: invalid best_mode {} (kMin or kMax)",
-                                      static_cast<int>(o.best_mode)));
+  if (o.keep_best.mode != MetricMode::kMin && o.keep_best.mode != MetricMode::kMax) {
+    throw InvalidArgument(fmt::format("CheckpointManager: invalid keep_best.mode {} (kMin or kMax)",
+                                      static_cast<int>(o.keep_best.mode)));
+  }
+  if (o.tf1_keep_period_start && !std::isfinite(*o.tf1_keep_period_start)) {
+    throw InvalidArgument(
+        fmt::format("CheckpointManager: invalid tf1_keep_period_start {} (a wall time)",
+                    *o.tf1_keep_period_start));
   }
   return o;
 }
@@ -120,19 +125,15 @@ bool contains_path(const std::vector<ScoredCheckpoint>& list, const std::string&
 }  // namespace
 
 CheckpointManager::CheckpointManager(std::string directory, CheckpointManagerOptions options)
-    : CheckpointManager(std::move(directory), std::move(options), std::nullopt) {}
-
-CheckpointManager::CheckpointManager(std::string directory, CheckpointManagerOptions options,
-                                     std::optional<double> keep_period_start)
     : directory_(std::move(directory)),
       options_(checked(std::move(options))),
       clock_(options_.env.clock ? options_.env.clock : Env::system().clock),
       created_at_(clock_->wall_seconds()),
-      tf1_hours_rule_(keep_period_start.has_value()) {
+      tf1_hours_rule_(options_.tf1_keep_period_start.has_value()) {
   if (directory_.empty()) throw InvalidArgument("CheckpointManager: directory must not be empty");
   prefix_ = (fs::path(directory_) / options_.basename).string();
-  next_keep_time_ =
-      keep_period_start.value_or(created_at_) + options_.keep_checkpoint_every_n_hours * 3600;
+  next_keep_time_ = options_.tf1_keep_period_start.value_or(created_at_) +
+                    options_.keep_checkpoint_every_n_hours * 3600;
   // TensorFlow's CheckpointManager: a second earlier, so that a manager made again at once does
   // not count the period from after a checkpoint the previous one wrote.
   if (!tf1_hours_rule_) last_preserved_timestamp_ = created_at_ - 1;
@@ -181,18 +182,15 @@ std::optional<int64_t> CheckpointManager::step_of(std::string_view path) {
 
 std::string CheckpointManager::save(Session& session, int64_t step,
                                     std::optional<CheckpointScore> score) {
-  const std::string path = path_for(step);
-  Saver saver = saver_for(session);
-  Saver::check_save_path("CheckpointManager::save", "path", path, /*prefix_of_step=*/false);
   // No copy: the files are written before training goes on.
-  return write_scored(saver.capture(session, path, /*copy=*/false),
-                      options_.keep_best_n > 0 ? score : std::nullopt);
+  return write_scored(saver_for(session).snapshot(session, path_for(step), /*copy=*/false),
+                      options_.keep_best.n > 0 ? score : std::nullopt);
 }
 
 SaverSnapshot CheckpointManager::snapshot(Session& session, int64_t step,
                                           std::optional<CheckpointScore> score) {
   SaverSnapshot snapshot = saver_for(session).snapshot(session, path_for(step));
-  if (options_.keep_best_n > 0 && score) {
+  if (options_.keep_best.n > 0 && score) {
     // For write(), which may run on another thread.
     std::lock_guard<std::mutex> lock(mu_);
     pending_.emplace_back(snapshot.path(), score);
@@ -250,7 +248,7 @@ void CheckpointManager::record_locked(const std::string& path, double timestamp,
   std::vector<Listed> listed = checkpoints_;
   std::erase_if(listed, [&](const Listed& l) { return same_path(l.path, path); });
   listed.push_back({path, timestamp});
-  const bool keep_best = options_.keep_best_n > 0;
+  const bool keep_best = options_.keep_best.n > 0;
   std::vector<ScoredCheckpoint> scored = scored_;
   if (keep_best) {
     // A rewritten step starts without a value; the score then gives one to the listed
@@ -268,7 +266,7 @@ void CheckpointManager::record_locked(const std::string& path, double timestamp,
     }
   }
   const std::vector<ScoredCheckpoint> best =
-      keep_best ? internal::rank_best(scored, options_.best_mode, options_.keep_best_n)
+      keep_best ? internal::rank_best(scored, options_.keep_best.mode, options_.keep_best.n)
                 : std::vector<ScoredCheckpoint>{};
   std::vector<Listed> dropped;
   const bool track_none = options_.max_to_keep <= 0;
@@ -315,7 +313,8 @@ void CheckpointManager::record_locked(const std::string& path, double timestamp,
     try {
       // Before the state file and any deletion: a kill leaves no ranked checkpoint deleted.
       internal::write_best_checkpoints(
-          directory_, {options_.best_metric, options_.best_mode, options_.keep_best_n, scored});
+          directory_,
+          {options_.keep_best.metric, options_.keep_best.mode, options_.keep_best.n, scored});
     } catch (const Error& e) {
       rethrow_with(e, fmt::format("Cannot write the best checkpoints '{}'",
                                   internal::best_checkpoints_path(directory_)));
@@ -362,7 +361,7 @@ void CheckpointManager::recover_locked(const Env& env,
                                        const std::optional<CheckpointState>* known) const {
   if (recovered_) return;
   recovered_ = true;
-  if (options_.keep_best_n > 0) recover_best_locked(env);
+  if (options_.keep_best.n > 0) recover_best_locked(env);
   std::optional<CheckpointState> st;
   if (known) {
     st = *known;
@@ -433,13 +432,13 @@ void CheckpointManager::recover_best_locked(const Env& env) const {
     return;
   }
   if (!best) return;
-  if (best->metric != options_.best_metric || best->mode != options_.best_mode) {
+  if (best->metric != options_.keep_best.metric || best->mode != options_.keep_best.mode) {
     env.warning(fmt::format(
         "{} ranks checkpoints by {} ({}), this manager by {} ({}): the checkpoints it ranks are "
         "no longer kept as best, and none of them is deleted for it",
         internal::best_checkpoints_path(directory_), best->metric,
-        internal::metric_mode_name(best->mode), options_.best_metric,
-        internal::metric_mode_name(options_.best_mode)));
+        internal::metric_mode_name(best->mode), options_.keep_best.metric,
+        internal::metric_mode_name(options_.keep_best.mode)));
     return;
   }
   for (auto& c : best->scored)
@@ -447,10 +446,10 @@ void CheckpointManager::recover_best_locked(const Env& env) const {
 }
 
 std::vector<ScoredCheckpoint> CheckpointManager::best_checkpoints() const {
-  if (options_.keep_best_n <= 0) return {};
+  if (options_.keep_best.n <= 0) return {};
   std::lock_guard<std::mutex> lock(mu_);
   recover_locked(env(), nullptr);
-  return internal::rank_best(scored_, options_.best_mode, options_.keep_best_n);
+  return internal::rank_best(scored_, options_.keep_best.mode, options_.keep_best.n);
 }
 
 std::vector<std::string> CheckpointManager::checkpoints() const {
@@ -520,7 +519,7 @@ std::optional<std::string> CheckpointManager::restore_latest(Session& session) {
     const std::string& path = candidates[i];
     std::optional<TrainingSnapshot> cp;
     try {
-      cp = saver.read(path, env);
+      cp = saver.read(session, path);
     } catch (const Error& e) {
       if (e.code() != Code::kDataLoss && e.code() != Code::kNotFound) throw;
       env.warning(fmt::format("Checkpoint {} cannot be restored: {}. {}", path, e.what(),
@@ -529,7 +528,7 @@ std::optional<std::string> CheckpointManager::restore_latest(Session& session) {
       failures.push_back(e.what());
       continue;
     }
-    saver.apply(*cp, path, env);
+    saver.apply(session, *cp, path);
     std::lock_guard<std::mutex> lock(mu_);
     recover_locked(env, &st);  // retention continues with what the state file lists
     if (!temporaries_removed_) {
@@ -543,6 +542,10 @@ std::optional<std::string> CheckpointManager::restore_latest(Session& session) {
       fmt::format("None of the {} checkpoint(s) {} can be restored; not starting from scratch "
                   "over them. {}",
                   candidates.size(), source, fmt::join(failures, "; ")));
+}
+
+std::optional<std::string> latest_checkpoint(const std::string& checkpoint_dir, const Env& env) {
+  return CheckpointManager(checkpoint_dir, {.env = env}).latest();
 }
 
 std::function<void(Session&)> restore_latest_checkpoint(

@@ -14,7 +14,7 @@
 #include "trainhooks/coordinator.h"
 #include "trainhooks/errors.h"
 #include "trainhooks/graph.h"
-#include "trainhooks/metrics_board.h"
+#include "trainhooks/hook_services.h"
 #include "trainhooks/summary/event_writer.h"
 #include "util/path.h"
 
@@ -24,12 +24,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Keep-best's score of a save: the latest value of the manager's best_metric on the graph's
-// metrics board (the manager reads no metric itself).
-std::optional<CheckpointScore> best_score_of(const CheckpointManager& manager, Session& session) {
+// Keep-best's score of a save: the latest value of the manager's keep_best.metric (the manager
+// reads no metric itself).
+std::optional<CheckpointScore> best_score_of(const CheckpointManager& manager,
+                                             const LatestMetrics& metrics) {
   const CheckpointManagerOptions& o = manager.options();
-  if (o.keep_best_n <= 0) return std::nullopt;
-  const auto m = metrics_board(session.graph()).latest(o.best_metric);
+  if (o.keep_best.n <= 0) return std::nullopt;
+  const auto m = metrics.latest(o.keep_best.metric);
   if (!m) return std::nullopt;
   return CheckpointScore{m->step, m->value};
 }
@@ -108,16 +109,14 @@ void CheckpointSaverHook::begin() {
   async_.reset();  // a writer of an earlier session ended with its Coordinator
   if (!manager_given_) {
     // Made here, not in the constructor: the hook's Env is known from begin() on.
-    const SaverOptions& o = options_.saver ? options_.saver->options() : options_.saver_options;
+    const compat::v1::SaverOptions& o =
+        options_.saver ? options_.saver->options() : options_.saver_options;
     manager_ = std::make_shared<CheckpointManager>(
         checkpoint_dir_,
         CheckpointManagerOptions{.basename = options_.checkpoint_basename,
                                  .max_to_keep = o.max_to_keep,
                                  .keep_checkpoint_every_n_hours = o.keep_checkpoint_every_n_hours,
                                  .save_relative_paths = o.save_relative_paths,
-                                 .keep_best_n = o.keep_best_n,
-                                 .best_metric = o.best_metric,
-                                 .best_mode = o.best_mode,
                                  .env = options_.saver ? o.env : o.env.or_else(env())});
   }
   std::error_code ec;
@@ -173,7 +172,7 @@ void CheckpointSaverHook::end(Session& session) {
         fmt::format("Calling checkpoint listeners before saving checkpoint {}...", last_step));
     for (auto& l : options_.listeners) l->before_save(session, last_step);
     env().info(fmt::format("Saving checkpoints for {} into {}.", last_step, save_path_));
-    manager_->save(session, last_step, best_score_of(*manager_, session));
+    manager_->save(session, last_step, best_score_of(*manager_, services().metrics()));
     after_save(session, last_step);
   }
   for (auto& l : options_.listeners) l->end(session, last_step);
@@ -203,13 +202,14 @@ bool CheckpointSaverHook::save(Session& session, int64_t step) {
 
   env().info(fmt::format("Saving checkpoints for {} into {}.", step, save_path_));
   if (async_) {
-    SaverSnapshot snapshot = manager_->snapshot(session, step, best_score_of(*manager_, session));
+    SaverSnapshot snapshot =
+        manager_->snapshot(session, step, best_score_of(*manager_, services().metrics()));
     if (async_->submit(snapshot, step)) return should_stop;
     // The writer has ended (the Coordinator was asked to stop): write here.
     manager_->write(std::move(snapshot));
     return after_save(session, step) || should_stop;
   }
-  manager_->save(session, step, best_score_of(*manager_, session));
+  manager_->save(session, step, best_score_of(*manager_, services().metrics()));
   return after_save(session, step);
 }
 

@@ -13,6 +13,7 @@
 
 #include "hook_state_text.h"
 #include "trainhooks/errors.h"
+#include "trainhooks/hook_services.h"
 
 namespace trainhooks {
 
@@ -24,18 +25,6 @@ constexpr const char* kStateHeader = "early_stopping 1";
 const EarlyStoppingHookOptions& validated(const EarlyStoppingHookOptions& o) {
   if (o.monitor.empty() && !o.node) {
     throw InvalidArgument("EarlyStoppingHook: monitor must name a metric (or node must be set)");
-  }
-  if (o.mode != MetricMode::kMin && o.mode != MetricMode::kMax) {
-    throw InvalidArgument(
-        fmt::format("{}: mode must be kMin or kMax, got {}", kName, static_cast<int>(o.mode)));
-  }
-  if (o.patience < 0) {
-    throw InvalidArgument(
-        fmt::format("{}: patience must be non-negative, got {}", kName, o.patience));
-  }
-  if (!(std::isfinite(o.min_delta) && o.min_delta >= 0)) {
-    throw InvalidArgument(fmt::format("{}: min_delta must be a finite, non-negative number, got {}",
-                                      kName, o.min_delta));
   }
   if (o.baseline && !std::isfinite(*o.baseline)) {
     throw InvalidArgument(
@@ -63,7 +52,12 @@ int64_t parse_int(const std::string& key, const std::string& text) {
 }  // namespace
 
 EarlyStoppingHook::EarlyStoppingHook(EarlyStoppingHookOptions options)
-    : options_(validated(options)) {
+    : options_(validated(options)),
+      monitor_({.name = options_.monitor,
+                .mode = options_.mode,
+                .min_delta = options_.min_delta,
+                .patience = options_.patience},
+               kName) {
   if (options_.node) {
     timer_.emplace(TimerOptions{.every_secs = options_.every_n_secs,
                                 .every_steps = options_.every_n_steps,
@@ -75,10 +69,7 @@ EarlyStoppingHook::EarlyStoppingHook(EarlyStoppingHookOptions options)
 }
 
 void EarlyStoppingHook::reset() {
-  const double inf = std::numeric_limits<double>::infinity();
-  best_ = options_.baseline ? *options_.baseline : options_.mode == MetricMode::kMin ? inf : -inf;
-  best_step_ = -1;
-  wait_ = 0;
+  monitor_.reset(options_.baseline);
   evaluations_ = 0;
   stopped_step_ = -1;
   best_variables_.clear();
@@ -86,29 +77,26 @@ void EarlyStoppingHook::reset() {
 }
 
 std::string EarlyStoppingHook::state_key() const {
-  return fmt::format("hooks/early_stopping/{}", monitor_);
+  return fmt::format("hooks/early_stopping/{}", name_);
 }
 
 void EarlyStoppingHook::begin() {
   if (options_.node) {
     node_ = graph().resolve(*options_.node);
     reset_timer(*timer_);
-    monitor_ = options_.monitor.empty() ? graph().name(node_) : options_.monitor;
+    name_ = options_.monitor.empty() ? graph().name(node_) : options_.monitor;
   } else {
-    monitor_ = options_.monitor;
+    name_ = options_.monitor;
   }
   // A restore (after begin) loads the checkpointed state over this.
   reset();
-  board_ = &metrics_board(graph());
   fetching_ = false;
 }
 
 void EarlyStoppingHook::after_create_session(Session&, Coordinator&) {
-  // Versions count publishes within this process: what is on the board now was measured before
-  // this session (or, after a restore, in a timeline the restore went back from).
-  const auto current = board_->latest(monitor_);
-  seen_version_ = current ? current->version : 0;
-  seen_step_ = current ? current->step : std::numeric_limits<int64_t>::min();
+  // What the metrics hold now was measured before this session (or, after a restore, in a
+  // timeline the restore went back from).
+  if (!options_.node) monitor_.start(services().metrics());
   if (stopped_step_ >= 0) {
     env().info(fmt::format(
         "{}: training was stopped early at step {} (restored); stopping after this step.", kName,
@@ -149,22 +137,14 @@ void EarlyStoppingHook::after_run(SessionRunContext& ctx, const SessionRunValues
 }
 
 void EarlyStoppingHook::poll(SessionRunContext& ctx) {
-  const auto m = board_->latest(monitor_);
-  if (!m || (m->version == seen_version_ && m->step == seen_step_)) return;
-  seen_version_ = m->version;
-  seen_step_ = m->step;
-  if (stopped_step_ >= 0) return;
+  const auto m = monitor_.poll(services().metrics());
+  if (!m || stopped_step_ >= 0) return;
   consider(ctx, m->value, m->step);
 }
 
 void EarlyStoppingHook::consider(SessionRunContext& ctx, double value, int64_t step) {
   ++evaluations_;
-  const bool improved = options_.mode == MetricMode::kMin ? value < best_ - options_.min_delta
-                                                          : value > best_ + options_.min_delta;
-  if (improved) {
-    best_ = value;
-    best_step_ = step;
-    wait_ = 0;
+  if (monitor_.record(value, step)) {
     if (options_.restore_best) {
       // Host copies: the variables move on with training.
       const auto variables = graph().variables();
@@ -177,24 +157,26 @@ void EarlyStoppingHook::consider(SessionRunContext& ctx, double value, int64_t s
     }
     return;
   }
-  ++wait_;
-  if (wait_ < options_.patience) return;
+  if (!monitor_.patience_exhausted()) return;
   stopped_step_ = graph().global_step_value();
   ctx.request_stop();
-  const std::string best = best_step_ >= 0
-                               ? fmt::format("best {:.4g} at step {}", best_, best_step_)
-                               : fmt::format("baseline {:.4g} not beaten", best_);
+  const int64_t wait = monitor_.wait();
+  const std::string best =
+      monitor_.best_step() >= 0
+          ? fmt::format("best {:.4g} at step {}", monitor_.best(), monitor_.best_step())
+          : fmt::format("baseline {:.4g} not beaten", monitor_.best());
   env().info(fmt::format("{}: {} did not improve for {} evaluation{} ({}); stopping at step {}.",
-                         kName, monitor_, wait_, wait_ == 1 ? "" : "s", best, stopped_step_));
+                         kName, name_, wait, wait == 1 ? "" : "s", best, stopped_step_));
 }
 
 void EarlyStoppingHook::end(Session&) {
-  if (!options_.restore_best || best_step_ < 0) return;
-  if (best_variables_step_ != best_step_) {
+  const int64_t best_step = monitor_.best_step();
+  if (!options_.restore_best || best_step < 0) return;
+  if (best_variables_step_ != best_step) {
     env().warning(fmt::format(
         "{}: the best evaluation ({} = {:.4g} at step {}) came before the session was restored; "
         "its variables are not in memory and are not restored.",
-        kName, monitor_, best_, best_step_));
+        kName, name_, monitor_.best(), best_step));
     return;
   }
   const auto variables = graph().variables();
@@ -205,12 +187,13 @@ void EarlyStoppingHook::end(Session&) {
   }
   env().info(
       fmt::format("{}: restored the variables of the best evaluation ({} = {:.4g} at step {}).",
-                  kName, monitor_, best_, best_step_));
+                  kName, name_, monitor_.best(), best_step));
 }
 
 std::string EarlyStoppingHook::save_state() const {
   return fmt::format("{}\nbest {}\nbest_step {}\nwait {}\nevaluations {}\nstopped_step {}\n",
-                     kStateHeader, best_, best_step_, wait_, evaluations_, stopped_step_);
+                     kStateHeader, monitor_.best(), monitor_.best_step(), monitor_.wait(),
+                     evaluations_, stopped_step_);
 }
 
 void EarlyStoppingHook::load_state(std::string_view bytes) {
@@ -233,9 +216,7 @@ void EarlyStoppingHook::load_state(std::string_view bytes) {
   const int64_t evaluations = parse_int("evaluations", field("evaluations"));
   const int64_t stopped_step = parse_int("stopped_step", field("stopped_step"));
   // Assigned only once everything parsed: a bad state leaves the hook as it was.
-  best_ = best;
-  best_step_ = best_step;
-  wait_ = wait;
+  monitor_.restore(best, best_step, wait);
   evaluations_ = evaluations;
   stopped_step_ = stopped_step;
 }

@@ -8,7 +8,7 @@
 
 #include "trainhooks/errors.h"
 #include "trainhooks/graph.h"
-#include "trainhooks/metrics_board.h"
+#include "trainhooks/hook_services.h"
 #include "trainhooks/session.h"
 #include "trainhooks/summary/event_writer.h"
 
@@ -167,13 +167,13 @@ std::map<std::string, double> EvaluationHook::evaluate(Session& session) {
   std::map<std::string, double> means;
   std::string line = options_.name + ":";
   const double wall = env().clock->wall_seconds();
-  auto& board = metrics_board(g);
+  LatestMetrics& metrics = services().metrics();
   for (size_t i = 0; i < metric_nodes_.size(); ++i) {
     const auto& name = options_.metrics[i].first;
     const double mean = sums[i] / examples;
     means[name] = mean;
     line += fmt::format("{} {} = {:.4g}", i == 0 ? "" : ",", name, mean);
-    board.publish(options_.name + "/" + name, mean, step, wall);
+    metrics.publish(options_.name + "/" + name, mean, step, wall);
     if (writer_) writer_->add_scalar(name, static_cast<float>(mean), step);
   }
   if (writer_) writer_->flush();

@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "trainhooks/errors.h"
-#include "trainhooks/hooks/reduce_lr_on_plateau_hook.h"
+#include "trainhooks/hook_services.h"
 #include "trainhooks/summary/event_writer.h"
 
 namespace trainhooks {
@@ -47,7 +47,6 @@ void LearningRateScheduleHook::begin() {
   if (!writer_ && !options_.output_dir.empty())
     writer_ = summary::EventWriter::for_logdir(options_.output_dir);
   optimizer_ = nullptr;
-  plateau_ = nullptr;
   pending_.reset();
   held_.reset();
 }
@@ -55,13 +54,6 @@ void LearningRateScheduleHook::begin() {
 void LearningRateScheduleHook::after_create_session(Session&, Coordinator&) {
   // A chief's fresh start makes a new optimizer: look it up for every session.
   optimizer_ = &graph().optimizer(train_op_);
-  // The plateau hook of this train op, if the session has one: hooks' states are registered
-  // before the session is created.
-  plateau_ = nullptr;
-  const std::string key = ReduceLROnPlateauHook::state_key_for(graph().name(train_op_));
-  for (const auto& [k, provider] : graph().state_providers()) {
-    if (k == key) plateau_ = dynamic_cast<const ReduceLROnPlateauHook*>(provider);
-  }
   // A value held from the previous session's first run: its run was done.
   if (held_) write(*std::exchange(held_, std::nullopt));
   pending_.reset();
@@ -110,7 +102,8 @@ void LearningRateScheduleHook::write(const Point& point) {
 
 double LearningRateScheduleHook::apply(int64_t global_step) {
   double lr = schedule_(global_step);
-  if (plateau_) lr *= plateau_->learning_rate_scale();
+  // A ReduceLROnPlateauHook of this train op sets the scale (1 without one).
+  lr *= services().learning_rate_scale(train_op_);
   if (!(std::isfinite(lr) && lr >= 0)) {
     throw InvalidArgument(fmt::format(
         "LearningRateScheduleHook: the schedule {} gave the learning rate {} for step {}",

@@ -19,7 +19,7 @@
 
 #include "trainhooks/errors.h"
 #include "trainhooks/graph.h"
-#include "trainhooks/metrics_board.h"
+#include "trainhooks/hook_services.h"
 #include "util/atomic_file.h"
 #include "util/json_writer.h"
 
@@ -123,7 +123,7 @@ void MetricsLoggerHook::begin() {
     if (!seen.insert(c).second)
       throw InvalidArgument(fmt::format("{}: the column '{}' appears twice", kName, c));
   }
-  board_ = &metrics_board(graph());
+  metrics_ = &services().metrics();
   logging_ = false;
   close_file();
 }
@@ -193,7 +193,7 @@ void MetricsLoggerHook::after_create_session(Session& session, Coordinator&) {
   // Publishes from before this session are not this run's (board versions belong to a process).
   seen_.clear();
   for (const auto& name : options_.metrics) {
-    const auto m = board_->latest(name);
+    const auto m = metrics_->latest(name);
     seen_.emplace_back(m ? m->version : 0, m ? m->step : -1);
   }
   fd_ = ::open(options_.path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
@@ -235,7 +235,7 @@ void MetricsLoggerHook::write_row(int64_t step, const SessionRunValues& values) 
   }
   for (size_t i = 0; i < options_.metrics.size(); ++i) {
     line_ += csv ? "," : "," + json_string(columns_[column]) + ":";
-    const auto m = board_->latest(options_.metrics[i]);
+    const auto m = metrics_->latest(options_.metrics[i]);
     if (m && (m->version != seen_[i].first || m->step != seen_[i].second)) {
       seen_[i] = {m->version, m->step};
       append_value(line_, m->value, options_.format);

@@ -19,7 +19,7 @@
 
 #include "trainhooks/errors.h"
 #include "trainhooks/graph.h"
-#include "trainhooks/hooks/stop_at_step_hook.h"
+#include "trainhooks/hook_services.h"
 
 namespace trainhooks {
 
@@ -186,7 +186,7 @@ void ProgressBarHook::after_create_session(Session& session, Coordinator&) {
 
 std::optional<int64_t> ProgressBarHook::resolve_target(int64_t global_step) {
   if (options_.total_steps) return options_.total_steps;
-  if (auto last = stop_at_step_target(graph())) return last;
+  if (auto last = services().stop_at_step()) return last;
   if (input_) {
     if (auto left = graph().input_batches_left(*input_)) return global_step + *left;
   }
@@ -206,7 +206,7 @@ SessionRunArgs ProgressBarHook::before_run(SessionRunContext& ctx) {
   draw_this_run_ = timer_->should_trigger_for_step(runs_ + 1);
   if (draw_this_run_ && !options_.total_steps) {
     // A re-planned run moves its StopAtStepHook's step (TimeBudgetHook): the bar follows.
-    if (auto last = stop_at_step_target(graph())) target_ = last;
+    if (auto last = services().stop_at_step()) target_ = last;
   }
   fetch_this_run_ = loss_ && (draw_this_run_ || (target_ && step + 1 == *target_));
   if (!fetch_this_run_) return {};
@@ -232,7 +232,7 @@ void ProgressBarHook::end(Session& session) {
   if (!target_resolved_) {
     target_ = resolve_target(session.global_step());
   } else if (!options_.total_steps) {
-    if (auto last = stop_at_step_target(graph())) target_ = last;
+    if (auto last = services().stop_at_step()) target_ = last;
   }
   draw(session.global_step(), /*final=*/true);
 }

@@ -15,7 +15,7 @@
 
 #include "hook_state_text.h"
 #include "trainhooks/errors.h"
-#include "trainhooks/metrics_board.h"
+#include "trainhooks/hook_services.h"
 
 namespace trainhooks {
 
@@ -37,17 +37,12 @@ void check_finite_non_negative(const char* option, double value) {
 
 const ReduceLROnPlateauOptions& validated(const ReduceLROnPlateauOptions& o) {
   if (o.monitor.empty()) throw InvalidArgument("ReduceLROnPlateauHook: monitor must name a metric");
-  if (o.mode != PlateauMode::kMin && o.mode != PlateauMode::kMax) {
-    throw InvalidArgument(
-        fmt::format("{}: mode must be kMin or kMax, got {}", kName, static_cast<int>(o.mode)));
-  }
+  // mode, patience and min_delta: MetricMonitor's checks.
   if (!(o.factor > 0 && o.factor < 1)) {
     throw InvalidArgument(fmt::format("{}: factor must be in (0, 1), got {}", kName, o.factor));
   }
-  check_non_negative("patience", o.patience);
   check_non_negative("cooldown", o.cooldown);
   check_finite_non_negative("min_lr", o.min_lr);
-  check_finite_non_negative("min_delta", o.min_delta);
   return o;
 }
 
@@ -64,7 +59,13 @@ int64_t parse_int(const std::string& key, const std::string& text) {
 }  // namespace
 
 ReduceLROnPlateauHook::ReduceLROnPlateauHook(Node train_op, ReduceLROnPlateauOptions options)
-    : train_op_(train_op), options_(validated(options)) {
+    : train_op_(train_op),
+      options_(validated(options)),
+      monitor_({.name = options_.monitor,
+                .mode = options_.mode,
+                .min_delta = options_.min_delta,
+                .patience = options_.patience},
+               kName) {
   if (!train_op_.valid()) throw InvalidArgument("ReduceLROnPlateauHook: train_op is not a node");
   reset();
 }
@@ -78,9 +79,7 @@ std::string ReduceLROnPlateauHook::state_key() const {
 }
 
 void ReduceLROnPlateauHook::reset() {
-  best_ = options_.mode == PlateauMode::kMin ? std::numeric_limits<double>::infinity()
-                                             : -std::numeric_limits<double>::infinity();
-  wait_ = 0;
+  monitor_.reset();
   cooldown_counter_ = 0;
   scale_ = 1;
   reductions_ = 0;
@@ -95,7 +94,8 @@ void ReduceLROnPlateauHook::begin() {
   }
   // A restore (after begin) loads the checkpointed state over this.
   reset();
-  board_ = &metrics_board(graph());
+  begun_ = true;
+  services().set_learning_rate_scale(train_op_, scale_);
   optimizer_ = nullptr;
   warned_missing_ = false;
 }
@@ -112,11 +112,9 @@ void ReduceLROnPlateauHook::after_create_session(Session&, Coordinator&) {
           learning_rates_.size(), groups.size()));
     }
   }
-  // Versions count publishes within this process: what is on the board now was measured before
-  // this session (or, after a restore, in a timeline the restore went back from).
-  const auto current = board_->latest(options_.monitor);
-  seen_version_ = current ? current->version : 0;
-  seen_step_ = current ? current->step : std::numeric_limits<int64_t>::min();
+  // What the metrics hold now was measured before this session (or, after a restore, in a
+  // timeline the restore went back from).
+  monitor_.start(services().metrics());
 }
 
 SessionRunArgs ReduceLROnPlateauHook::before_run(SessionRunContext&) {
@@ -127,21 +125,24 @@ SessionRunArgs ReduceLROnPlateauHook::before_run(SessionRunContext&) {
 void ReduceLROnPlateauHook::after_run(SessionRunContext&, const SessionRunValues&) { poll(); }
 
 void ReduceLROnPlateauHook::poll() {
-  const auto m = board_->latest(options_.monitor);
+  const LatestMetrics& metrics = services().metrics();
+  const auto m = monitor_.poll(metrics);
   if (!m) {
+    // Once the metric exists (or its absence was told) there is nothing more to say.
     if (warned_missing_) return;
-    const auto names = board_->names();  // no allocation while the board is empty
+    if (metrics.latest(options_.monitor)) {
+      warned_missing_ = true;
+      return;
+    }
+    const auto names = metrics.names();  // no allocation while there are none
     if (names.empty()) return;
     warned_missing_ = true;
     env().warning(fmt::format(
-        "{}: the monitored metric '{}' is not on the metrics board; the learning rate is not "
+        "{}: the monitored metric '{}' has not been published; the learning rate is not "
         "reduced until it is published. Available metrics: {}",
         kName, options_.monitor, fmt::join(names, ", ")));
     return;
   }
-  if (m->version == seen_version_ && m->step == seen_step_) return;
-  seen_version_ = m->version;
-  seen_step_ = m->step;
   consider(*m);
 }
 
@@ -149,16 +150,11 @@ void ReduceLROnPlateauHook::consider(const MetricValue& m) {
   last_metric_step_ = m.step;
   if (cooldown_counter_ > 0) {
     --cooldown_counter_;
-    wait_ = 0;
+    monitor_.reset_wait();
   }
-  const bool improved = options_.mode == PlateauMode::kMin ? m.value < best_ - options_.min_delta
-                                                           : m.value > best_ + options_.min_delta;
-  if (improved) {
-    best_ = m.value;
-    wait_ = 0;
-  } else if (cooldown_counter_ == 0) {
-    ++wait_;
-    if (wait_ >= options_.patience) reduce();
+  // In cooldown, values that do not improve do not count (Keras).
+  if (monitor_.improves(m.value) || cooldown_counter_ == 0) {
+    if (!monitor_.record(m.value, m.step) && monitor_.patience_exhausted()) reduce();
   }
 }
 
@@ -179,22 +175,23 @@ void ReduceLROnPlateauHook::reduce() {
   }
   const double new_lr = learning_rates_[0];
   if (old_lr > 0) scale_ *= new_lr / old_lr;
+  services().set_learning_rate_scale(train_op_, scale_);
   ++reductions_;
   env().info(
       fmt::format("{}: {} did not improve for {} evaluation{}; learning rate {:g} -> {:g} "
                   "(step {})",
-                  kName, options_.monitor, wait_, wait_ == 1 ? "" : "s", old_lr, new_lr,
-                  graph().global_step_value()));
+                  kName, options_.monitor, monitor_.wait(), monitor_.wait() == 1 ? "" : "s", old_lr,
+                  new_lr, graph().global_step_value()));
   cooldown_counter_ = options_.cooldown;
-  wait_ = 0;
+  monitor_.reset_wait();
 }
 
 std::string ReduceLROnPlateauHook::save_state() const {
   return fmt::format(
       "{}\nbest {}\nwait {}\ncooldown_counter {}\nscale {}\nreductions {}\n"
       "last_metric_step {}\nlearning_rates {}\n",
-      kStateHeader, best_, wait_, cooldown_counter_, scale_, reductions_, last_metric_step_,
-      fmt::join(learning_rates_, ","));
+      kStateHeader, monitor_.best(), monitor_.wait(), cooldown_counter_, scale_, reductions_,
+      last_metric_step_, fmt::join(learning_rates_, ","));
 }
 
 void ReduceLROnPlateauHook::load_state(std::string_view bytes) {
@@ -226,8 +223,8 @@ void ReduceLROnPlateauHook::load_state(std::string_view bytes) {
   for (std::string item; std::getline(list, item, ',');)
     rates.push_back(parse_double("learning_rates", item));
   // Assigned only once everything parsed: a bad state leaves the hook as it was.
-  best_ = best;
-  wait_ = wait;
+  if (begun_) services().set_learning_rate_scale(train_op_, scale);
+  monitor_.restore(best, /*best_step=*/-1, wait);
   cooldown_counter_ = cooldown_counter;
   scale_ = scale;
   reductions_ = reductions;

@@ -5,20 +5,9 @@
 #include <algorithm>
 
 #include "trainhooks/errors.h"
-#include "trainhooks/graph.h"
+#include "trainhooks/hook_services.h"
 
 namespace trainhooks {
-
-namespace {
-// Where the session's StopAtStepHooks publish their last step (a graph extension).
-struct StopAtStepTarget {
-  std::optional<int64_t> last_step;
-};
-}  // namespace
-
-std::optional<int64_t> stop_at_step_target(Graph& graph) {
-  return graph.extension<StopAtStepTarget>().last_step;
-}
 
 StopAtStepHook::StopAtStepHook(StopAtStepHookOptions options)
     : num_steps_(options.num_steps), last_step_(options.last_step) {
@@ -32,24 +21,22 @@ StopAtStepHook::StopAtStepHook(StopAtStepHookOptions options)
 
 void StopAtStepHook::begin() {
   require_global_step("StopAtStepHook");
-  // Every hook's begin() precedes every after_create_session(): a target left by an earlier
-  // session on this graph is forgotten before this session's hooks publish theirs.
-  graph().extension<StopAtStepTarget>().last_step.reset();
   published_ = false;
 }
 
 void StopAtStepHook::after_create_session(Session& session, Coordinator&) {
   if (!last_step_) last_step_ = session.global_step() + *num_steps_;
-  auto& target = graph().extension<StopAtStepTarget>().last_step;
-  target = target ? std::min(*target, *last_step_) : *last_step_;
+  // Several StopAtStepHooks: the first to stop is where training stops.
+  const std::optional<int64_t> target = services().stop_at_step();
+  services().set_stop_at_step(target ? std::min(*target, *last_step_) : *last_step_);
   published_ = true;
 }
 
 void StopAtStepHook::set_last_step(int64_t last_step) {
   // The published target follows when this hook's stop is the one it shows.
   if (published_) {
-    auto& target = graph().extension<StopAtStepTarget>().last_step;
-    if (!target || *target == *last_step_) target = last_step;
+    const std::optional<int64_t> target = services().stop_at_step();
+    if (!target || *target == *last_step_) services().set_stop_at_step(last_step);
   }
   last_step_ = last_step;
   num_steps_.reset();

@@ -107,7 +107,7 @@ TEST_F(CheckpointFormatTest, VariablesExportedAsSafetensorsImportIntoAnotherGrap
   Model a(1);
   th::Session sa(a.g);
   a.steps(sa, 4);
-  const std::string ckpt = th::Saver(a.g, options()).write(sa, dir.file("model.ckpt-4"));
+  const std::string ckpt = th::Saver(a.g, saver_options()).write(sa, dir.file("model.ckpt-4"));
   th::export_checkpoint(ckpt, dir.file("model.safetensors"), "safetensors");
 
   Model b(2);
@@ -168,7 +168,7 @@ TEST_F(CheckpointFormatTest, PythonReadsTheExportedSafetensorsFileByItsLayout) {
   Model a(1);
   th::Session sa(a.g);
   a.steps(sa, 2);
-  const std::string ckpt = th::Saver(a.g, options()).write(sa, dir.file("model.ckpt-2"));
+  const std::string ckpt = th::Saver(a.g, saver_options()).write(sa, dir.file("model.ckpt-2"));
   const std::string out = dir.file("model.safetensors");
   int status = -1;
   const std::string cli = th::testing::run_command(std::string("timeout 60 ") + TRAINHOOKS_CLI +
@@ -201,7 +201,7 @@ TEST_F(CheckpointFormatTest, PythonReadsTheExportedSafetensorsFileByItsLayout) {
 TEST_F(CheckpointFormatTest, TheCommandNamesAnUnknownFormat) {
   Model a(1);
   th::Session sa(a.g);
-  const std::string ckpt = th::Saver(a.g, options()).write(sa, dir.file("model.ckpt-0"));
+  const std::string ckpt = th::Saver(a.g, saver_options()).write(sa, dir.file("model.ckpt-0"));
   int status = -1;
   const std::string out = th::testing::run_command(std::string("timeout 60 ") + TRAINHOOKS_CLI +
                                                        " checkpoint export --format onnx " + ckpt +

@@ -85,7 +85,7 @@ TEST_F(CheckpointManagerTest, SaveWritesTheNamedCheckpointAndListsIt) {
   // The checkpoint holds the state of its step.
   Model other(2);
   th::Session os(other.g);
-  th::Saver(other.g, options()).restore(os, dir.file("net-2"));
+  th::Saver(other.g, saver_options()).restore(os, dir.file("net-2"));
   expect_same(other.values(), m.values());
   EXPECT_EQ(other.g.global_step_value(), 2);
 }
@@ -539,7 +539,7 @@ TEST_F(CheckpointManagerTest, WriteTakesOnlyNonEmptySnapshotsOfItsDirectory) {
       th::testing::error_message<th::InvalidArgument>([&] { manager.write(th::SaverSnapshot()); }),
       "CheckpointManager::write: the snapshot is empty");
   th::testing::TempDir elsewhere;
-  th::Saver saver(m.g, options());
+  th::Saver saver(m.g, saver_options());
   EXPECT_THAT(th::testing::error_message<th::InvalidArgument>(
                   [&] { manager.write(saver.snapshot(s, elsewhere.file("model.ckpt-1"))); }),
               HasSubstr("is not in the directory"));

@@ -137,7 +137,7 @@ TEST_F(CheckpointReaderTest, StepOfAPathWithoutSuffixComesFromTheTrainingState) 
   th::testing::CheckpointTestModel m;
   th::Session s(m.g);
   m.steps(s, 1);
-  th::Saver(m.g, {.env = fe.env()}).save(s, dir.file("final"));
+  th::compat::v1::Saver(m.g, {.env = fe.env()}).save(s, dir.file("final"));
   const auto listed = th::list_checkpoints(dir.path());
   ASSERT_EQ(listed.size(), 3u);
   EXPECT_EQ(listed[2].path, dir.file("final"));

@@ -11,7 +11,7 @@
 #include <string_view>
 
 #include "test_util.h"
-#include "trainhooks/checkpoint/saver.h"
+#include "trainhooks/checkpoint/tf1_saver.h"
 #include "trainhooks/graph.h"
 #include "trainhooks/input.h"
 #include "trainhooks/optimizers.h"
@@ -58,7 +58,7 @@ class CheckpointTestDir : public ::testing::Test {
   void SetUp() override {
     CheckpointTestModel m;
     Session s(m.g);
-    Saver saver(m.g, {.env = fe.env()});
+    compat::v1::Saver saver(m.g, {.env = fe.env()});
     saver.save(s, dir.file("model.ckpt"), 0);
     fe.clock->advance(10.5);
     m.steps(s, 2);

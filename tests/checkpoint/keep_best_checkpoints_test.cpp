@@ -1,5 +1,6 @@
-// Keep-best checkpoints: CheckpointManagerOptions::keep_best_n (and the same option of Saver,
-// CheckpointSaverHook through its SaverOptions, and MonitoredTrainingSession).
+// Keep-best checkpoints: CheckpointManagerOptions::keep_best (checkpoint/keep_best.h), given to a
+// manager directly or through MonitoredTrainingSession's keep_best; the CheckpointSaverHook
+// passes the scores.
 #include <ATen/ATen.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -21,7 +22,7 @@
 #include "trainhooks/checkpoint/inspect_checkpoint.h"
 #include "trainhooks/checkpoint/saver.h"
 #include "trainhooks/errors.h"
-#include "trainhooks/metrics_board.h"
+#include "trainhooks/latest_metrics.h"
 #include "trainhooks/session.h"
 #include "trainhooks/training_session.h"
 
@@ -39,9 +40,7 @@ class KeepBestCheckpointsTest : public SaverTest {
   th::CheckpointManagerOptions best_options(int max_to_keep, int keep_best_n,
                                             th::MetricMode mode = th::MetricMode::kMin) {
     return {.max_to_keep = max_to_keep,
-            .keep_best_n = keep_best_n,
-            .best_metric = "eval/loss",
-            .best_mode = mode,
+            .keep_best = {.n = keep_best_n, .metric = "eval/loss", .mode = mode},
             .env = fe.env()};
   }
   // Saves step `step` with eval/loss = `value` measured at `metric_step` as its score.
@@ -135,11 +134,10 @@ TEST_F(KeepBestCheckpointsTest, TheBestListAndItsValuesSurviveARestart) {
 
   // Another metric: the file's checkpoints are no longer kept as best, and none is deleted.
   fe.log->clear();
-  th::CheckpointManager other(dir.path(), {.max_to_keep = 1,
-                                           .keep_best_n = 1,
-                                           .best_metric = "eval/accuracy",
-                                           .best_mode = th::MetricMode::kMax,
-                                           .env = fe.env()});
+  th::CheckpointManager other(
+      dir.path(), {.max_to_keep = 1,
+                   .keep_best = {.n = 1, .metric = "eval/accuracy", .mode = th::MetricMode::kMax},
+                   .env = fe.env()});
   EXPECT_THAT(other.best_checkpoints(), ElementsAre());
   EXPECT_THAT(warnings(),
               ElementsAre(dir.file("best_checkpoints.json") +
@@ -181,7 +179,7 @@ TEST_F(KeepBestCheckpointsTest, MonitoredTrainingSessionKeepsTheBestEvaluation) 
       static const std::map<int64_t, double> losses{{2, 3.0}, {4, 1.0}, {6, 2.0}, {8, 4.0}};
       const int64_t step = graph().global_step_value();
       if (auto it = losses.find(step); it != losses.end())
-        th::metrics_board(graph()).publish("eval/loss", it->second, step, 0);
+        services().metrics().publish("eval/loss", it->second, step, 0);
     }
   };
   th::testing::TinyModel tiny;
@@ -191,8 +189,7 @@ TEST_F(KeepBestCheckpointsTest, MonitoredTrainingSessionKeepsTheBestEvaluation) 
                                              .save_summaries_steps = 0,
                                              .log_step_count_steps = 0,
                                              .max_to_keep = 1,
-                                             .keep_best_n = 1,
-                                             .best_metric = "eval/loss",
+                                             .keep_best = {.n = 1, .metric = "eval/loss"},
                                              .handle_preemption_signals = false,
                                              .env = fe.env()});
   for (int i = 0; i < 10; ++i) sess.run(tiny.train, tiny.feed());
@@ -208,20 +205,15 @@ TEST_F(KeepBestCheckpointsTest, BadOptionsAreInvalidArgumentsNamingThem) {
     return th::testing::error_message<th::InvalidArgument>(
         [&] { th::CheckpointManager manager(dir.path(), o); });
   };
-  EXPECT_EQ(manager_message({.keep_best_n = -1}),
-            "CheckpointManager: invalid keep_best_n -1 (must be >= 0)");
-  EXPECT_EQ(manager_message({.keep_best_n = 2}),
-            "CheckpointManager: keep_best_n needs best_metric (a metric name, e.g. 'eval/loss')");
-  EXPECT_EQ(manager_message({.keep_best_n = 1, .best_metric = "l", .best_mode = th::MetricMode{5}}),
-            "CheckpointManager: invalid best_mode 5 (kMin or kMax)");
-  EXPECT_EQ(th::testing::error_message<th::InvalidArgument>(
-                [&] { th::Saver saver(m.g, {.keep_best_n = 1}); }),
-            "Saver: keep_best_n needs best_metric (a metric name, e.g. 'eval/loss')");
-  EXPECT_EQ(th::testing::error_message<th::InvalidArgument>(
-                [&] { th::Saver saver(m.g, {.keep_best_n = -3}); }),
-            "Saver: invalid keep_best_n -3 (must be >= 0)");
+  EXPECT_EQ(manager_message({.keep_best = {.n = -1}}),
+            "CheckpointManager: invalid keep_best.n -1 (must be >= 0)");
+  EXPECT_EQ(manager_message({.keep_best = {.n = 2}}),
+            "CheckpointManager: keep_best.n needs keep_best.metric (a metric name, e.g. "
+            "'eval/loss')");
+  EXPECT_EQ(manager_message({.keep_best = {.n = 1, .metric = "l", .mode = th::MetricMode{5}}}),
+            "CheckpointManager: invalid keep_best.mode 5 (kMin or kMax)");
   EXPECT_EQ(th::testing::error_message<th::InvalidArgument>([&] {
-              th::resolve_training_options({.keep_best_n = 1, .best_metric = "eval/loss"});
+              th::resolve_training_options({.keep_best = {.n = 1, .metric = "eval/loss"}});
             }),
             "MonitoredTrainingSession: checkpoint options were given without checkpoint_dir");
 }

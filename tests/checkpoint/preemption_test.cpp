@@ -18,6 +18,7 @@
 #include "checkpoint/child_process.h"
 #include "test_util.h"
 #include "tools/checkpoint_model.h"
+#include "trainhooks/checkpoint/checkpoint_manager.h"
 #include "trainhooks/checkpoint/checkpoint_state.h"
 #include "trainhooks/checkpoint/saver.h"
 #include "trainhooks/preemption.h"
@@ -86,7 +87,7 @@ TEST_P(PreemptionTest, StopsAfterTheCurrentStepSavesAndExitsZero) {
   const auto state = th::get_checkpoint_state(dir);
   ASSERT_TRUE(state);
   EXPECT_EQ(state->model_checkpoint_path, newest);
-  EXPECT_EQ(th::Saver::latest_checkpoint(dir), newest);
+  EXPECT_EQ(th::latest_checkpoint(dir), newest);
   {
     at::Generator gen = at::detail::getDefaultCPUGenerator();
     at::Tensor rng;

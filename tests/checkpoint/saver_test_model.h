@@ -17,6 +17,7 @@
 #include "checkpoint/checkpoint_test_model.h"
 #include "test_util.h"
 #include "trainhooks/checkpoint/saver.h"
+#include "trainhooks/checkpoint/tf1_saver.h"
 #include "trainhooks/env.h"
 #include "trainhooks/graph.h"
 #include "trainhooks/input.h"
@@ -26,6 +27,7 @@
 namespace trainhooks::testing::saver_fixture {
 
 namespace th = trainhooks;
+using V1Saver = th::compat::v1::Saver;
 
 // The names these tests have always used for checkpoint_test_model.h's helpers.
 inline std::string read_bytes(const std::string& path) { return read_file_bytes(path); }
@@ -91,9 +93,11 @@ std::string message_of(Fn&& fn) {
 
 class SaverTest : public ::testing::Test {
  protected:
-  th::SaverOptions options(int max_to_keep = 5) {
+  // TensorFlow 1's Saver (most of these tests are TF's SaverTest) and the one-path Saver.
+  th::compat::v1::SaverOptions options(int max_to_keep = 5) {
     return {.max_to_keep = max_to_keep, .env = fe.env()};
   }
+  th::SaverOptions saver_options() { return {.env = fe.env()}; }
   std::vector<std::string> warnings() const { return fe.log->messages(th::LogLevel::kWarning); }
 
   th::testing::FakeEnv fe;

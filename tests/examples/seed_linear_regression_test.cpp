@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "trainhooks/checkpoint/checkpoint_manager.h"
 #include "trainhooks/checkpoint/saver.h"
 #include "trainhooks/checkpoint/variables.h"
 #include "trainhooks/graph.h"
@@ -129,7 +130,7 @@ TEST_F(SeedLinearRegressionTest, SavesTheModelExactlyOnceInEnd) {
   EXPECT_TRUE(fs::exists(model_));
   // Written by a Saver: the training state beside the variables, and the state file naming it.
   EXPECT_TRUE(fs::exists(model_ + ".trainstate"));
-  EXPECT_EQ(th::Saver::latest_checkpoint(dir_), model_);
+  EXPECT_EQ(th::latest_checkpoint(dir_), model_);
 }
 
 TEST_F(SeedLinearRegressionTest, StartsAtGlobalStepZeroWithoutACheckpointDir) {
@@ -243,8 +244,7 @@ TEST(SeedLinearRegressionResumeTest, ASecondRunResumesFromTheFirstRunsCheckpoint
                                          (dir / "ckpt/model.ckpt-30").string() + "\n"));
   // The first run saves at creation, at 20 and at its end (30); the second, which does not
   // rewrite 30, saves 20 steps after it (50).
-  EXPECT_EQ(th::Saver::latest_checkpoint((dir / "ckpt").string()),
-            (dir / "ckpt/model.ckpt-50").string());
+  EXPECT_EQ(th::latest_checkpoint((dir / "ckpt").string()), (dir / "ckpt/model.ckpt-50").string());
   for (int step : {0, 20, 30, 50})
     EXPECT_TRUE(
         th::Saver::checkpoint_exists((dir / ("ckpt/model.ckpt-" + std::to_string(step))).string()))

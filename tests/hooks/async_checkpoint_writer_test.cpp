@@ -58,7 +58,7 @@ TEST_F(AsyncCheckpointWriterTest, WritesOneSnapshotAtATimeAndReportsItWhenCollec
     EXPECT_FALSE(writer.collect(/*wait=*/true));  // reported once
     Model restored(2);
     th::Session rs(restored.g);
-    th::Saver(restored.g, options()).restore(rs, done->path);
+    th::Saver(restored.g, saver_options()).restore(rs, done->path);
     expect_same(restored.values(), values);
   }
   EXPECT_EQ(manager->checkpoints().size(), 2u);  // listed by the writer's thread

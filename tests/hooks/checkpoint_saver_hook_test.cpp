@@ -109,7 +109,7 @@ TEST_F(CheckpointSaverHookTest, SavesAtCreationEveryNStepsAndAtEnd) {
   EXPECT_THAT(saved_steps(), ElementsAre(0, 2, 4, 5));
   EXPECT_THAT(fe.log->messages(), ElementsAreArray(save_lines({0, 2, 4, 5})));
   EXPECT_TRUE(fe.log->messages(th::LogLevel::kWarning).empty());
-  EXPECT_EQ(th::Saver::latest_checkpoint(dir()), root.file("ckpt/model.ckpt-5"));
+  EXPECT_EQ(th::latest_checkpoint(dir()), root.file("ckpt/model.ckpt-5"));
 }
 
 TEST_F(CheckpointSaverHookTest, DoesNotSaveTwiceAtEndWhenTheLastStepWasSaved) {
@@ -196,8 +196,8 @@ TEST_F(CheckpointSaverHookTest, WritesCheckpointSessionLogsToTheEventFile) {
 }
 
 TEST_F(CheckpointSaverHookTest, UsesTheGivenSaverAndItsRetention) {
-  auto saver =
-      std::make_shared<th::Saver>(m.g, th::SaverOptions{.max_to_keep = 2, .env = fe.env()});
+  auto saver = std::make_shared<th::compat::v1::Saver>(
+      m.g, th::compat::v1::SaverOptions{.max_to_keep = 2, .env = fe.env()});
   auto h = hook({.save_steps = 1, .saver = saver, .checkpoint_basename = "net"});
   auto sess = session({h});
   EXPECT_EQ(h->saver(), saver);
@@ -232,8 +232,9 @@ TEST_F(CheckpointSaverHookTest, AGivenManagerMustBeThereAndTakesNoSaver) {
   };
   EXPECT_THAT(message(nullptr, {.save_steps = 1}), ::testing::HasSubstr("manager is null"));
   auto manager = std::make_shared<th::CheckpointManager>(dir());
-  EXPECT_THAT(message(manager, {.save_steps = 1, .saver = std::make_shared<th::Saver>(m.g)}),
-              ::testing::HasSubstr("not both"));
+  EXPECT_THAT(
+      message(manager, {.save_steps = 1, .saver = std::make_shared<th::compat::v1::Saver>(m.g)}),
+      ::testing::HasSubstr("not both"));
   EXPECT_EQ(message(manager, {}), "Either save_secs or save_steps should be provided.");
 }
 
@@ -272,7 +273,7 @@ TEST_F(CheckpointSaverHookTest, NeedsAGlobalStep) {
 
 TEST_F(CheckpointSaverHookTest, RejectsASaverOfAnotherGraph) {
   th::testing::TinyModel other;
-  auto saver = std::make_shared<th::Saver>(other.g);
+  auto saver = std::make_shared<th::compat::v1::Saver>(other.g);
   EXPECT_THROW(session({hook({.save_steps = 1, .saver = saver})}), th::InvalidArgument);
 }
 
@@ -320,7 +321,7 @@ TEST_F(CheckpointSaverHookTest, AsyncCheckpointsHoldTheStateOfTheirStep) {
     EXPECT_TRUE(torch::equal(other.g.variable_value(other.w), w[step])) << "step " << step;
     EXPECT_EQ(other.g.global_step_value(), step);
   }
-  EXPECT_EQ(th::Saver::latest_checkpoint(dir()), root.file("ckpt/model.ckpt-6"));
+  EXPECT_EQ(th::latest_checkpoint(dir()), root.file("ckpt/model.ckpt-6"));
 }
 
 TEST_F(CheckpointSaverHookTest, AsyncWriteErrorIsReportedByClose) {

@@ -16,7 +16,7 @@
 
 #include "test_util.h"
 #include "trainhooks/errors.h"
-#include "trainhooks/metrics_board.h"
+#include "trainhooks/latest_metrics.h"
 #include "trainhooks/training_session.h"
 
 namespace th = trainhooks;
@@ -32,7 +32,7 @@ struct Publisher : th::SessionRunHook {
   void after_run(th::SessionRunContext&, const th::SessionRunValues&) override {
     const int64_t step = graph().global_step_value();
     if (auto it = values.find(step); it != values.end())
-      th::metrics_board(graph()).publish(name, it->second, step, 0);
+      services().metrics().publish(name, it->second, step, 0);
   }
   std::string name;
   std::map<int64_t, double> values;
@@ -126,7 +126,7 @@ TEST_F(EarlyStoppingHookTest, TheBaselineMustBeBeatenAndNanNeverImproves) {
 }
 
 TEST_F(EarlyStoppingHookTest, ActsOncePerPublishAndIgnoresValuesFromBeforeTheSession) {
-  th::metrics_board(m.g).publish("eval/loss", 5.0, 0, 0);
+  th::latest_metrics(m.g).publish("eval/loss", 5.0, 0, 0);
   auto hook = std::make_shared<th::EarlyStoppingHook>(
       th::EarlyStoppingHookOptions{.monitor = "eval/loss", .patience = 2});
   auto sess = th::testing::chief_session(

@@ -11,7 +11,7 @@
 
 #include "test_util.h"
 #include "trainhooks/errors.h"
-#include "trainhooks/metrics_board.h"
+#include "trainhooks/latest_metrics.h"
 #include "trainhooks/summary/event_reader.h"
 
 namespace th = trainhooks;
@@ -87,7 +87,7 @@ TEST_F(EvaluationHookTest, EvaluatesAtMultiplesOfNAndAtTheEndWithBatchWeightedMe
   EXPECT_EQ(hook->last_evaluated_step(), 7);
 }
 
-TEST_F(EvaluationHookTest, PublishesOnTheMetricsBoardWithVersions) {
+TEST_F(EvaluationHookTest, PublishesOnTheLatestMetricsWithVersions) {
   build();
   auto o = options();
   o.every_n_steps = 2;
@@ -96,7 +96,7 @@ TEST_F(EvaluationHookTest, PublishesOnTheMetricsBoardWithVersions) {
   auto sess = th::testing::chief_session(m.g, {std::make_shared<th::EvaluationHook>(o)}, fe.env());
   fe.clock->set_wall_seconds(1000);
   for (int i = 0; i < 4; ++i) sess->run(m.train, m.feed());
-  auto& board = th::metrics_board(m.g);
+  auto& board = th::latest_metrics(m.g);
   EXPECT_EQ(board.names(), (std::vector<std::string>{"val/mean_x", "val/w_sum"}));
   auto mx = board.latest("val/mean_x");
   ASSERT_TRUE(mx.has_value());

@@ -17,7 +17,7 @@
 
 #include "test_util.h"
 #include "trainhooks/errors.h"
-#include "trainhooks/metrics_board.h"
+#include "trainhooks/latest_metrics.h"
 #include "trainhooks/training_session.h"
 
 namespace th = trainhooks;
@@ -33,7 +33,7 @@ struct Publisher : th::SessionRunHook {
   void after_run(th::SessionRunContext&, const th::SessionRunValues&) override {
     const int64_t step = graph().global_step_value();
     if (auto it = values.find(step); it != values.end())
-      th::metrics_board(graph()).publish(name, it->second, step, 0);
+      services().metrics().publish(name, it->second, step, 0);
   }
   std::string name;
   std::map<int64_t, double> values;

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "test_util.h"
+#include "trainhooks/checkpoint/checkpoint_manager.h"
 #include "trainhooks/checkpoint/saver.h"
 #include "trainhooks/errors.h"
 #include "trainhooks/preemption.h"
@@ -257,7 +258,7 @@ TEST_F(PreemptionHookTest, FinalCheckpointIsSavedAtTheStepThatStopped) {
     while (!sess.should_stop()) sess.run({m.train, raising}, m.feed());
   }
   EXPECT_EQ(m.g.global_step_value(), 5);
-  EXPECT_EQ(th::Saver::latest_checkpoint(dir.path()), dir.file("model.ckpt-5"));
+  EXPECT_EQ(th::latest_checkpoint(dir.path()), dir.file("model.ckpt-5"));
   const auto messages = fe.log->messages();
   EXPECT_THAT(messages,
               Contains("Received SIGTERM: stopping after step 5 and saving a final checkpoint."));

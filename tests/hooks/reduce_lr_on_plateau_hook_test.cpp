@@ -17,8 +17,8 @@
 #include "test_util.h"
 #include "trainhooks/errors.h"
 #include "trainhooks/hooks/learning_rate_schedule_hook.h"
+#include "trainhooks/latest_metrics.h"
 #include "trainhooks/learning_rate_schedule.h"
-#include "trainhooks/metrics_board.h"
 #include "trainhooks/optimizers.h"
 #include "trainhooks/training_session.h"
 
@@ -36,7 +36,7 @@ struct Publisher : th::SessionRunHook {
   void after_run(th::SessionRunContext&, const th::SessionRunValues&) override {
     const int64_t step = graph().global_step_value();
     if (auto it = values.find(step); it != values.end())
-      th::metrics_board(graph()).publish(name, it->second, step, 0);
+      services().metrics().publish(name, it->second, step, 0);
   }
   std::string name;
   std::map<int64_t, double> values;
@@ -182,13 +182,13 @@ TEST_F(ReduceLROnPlateauHookTest, ActsOncePerPublishNotPerStep) {
 }
 
 TEST_F(ReduceLROnPlateauHookTest, ValuesPublishedBeforeTheSessionAreNotActedOn) {
-  th::metrics_board(m.g).publish("eval/loss", 1.0, 0, 0);
+  th::latest_metrics(m.g).publish("eval/loss", 1.0, 0, 0);
   auto hook = std::make_shared<th::ReduceLROnPlateauHook>(
       m.train, th::ReduceLROnPlateauOptions{.monitor = "eval/loss", .patience = 0});
   auto sess = th::testing::chief_session(m.g, {hook}, fe.env());
   for (int i = 0; i < 3; ++i) sess->run(m.train, m.feed());
   EXPECT_EQ(hook->best(), std::numeric_limits<double>::infinity());
-  th::metrics_board(m.g).publish("eval/loss", 1.0, 3, 0);
+  th::latest_metrics(m.g).publish("eval/loss", 1.0, 3, 0);
   sess->run(m.train, m.feed());
   EXPECT_EQ(hook->best(), 1.0);
 }
@@ -201,11 +201,11 @@ TEST_F(ReduceLROnPlateauHookTest, WarnsOnceWhenTheMonitorIsNotAmongTheMetrics) {
       m.train, th::ReduceLROnPlateauOptions{.monitor = "eval/loss"});
   auto sess = th::testing::chief_session(m.g, {accuracy, top5, hook}, fe.env());
   for (int i = 0; i < 2; ++i) sess->run(m.train, m.feed());
-  EXPECT_TRUE(warnings().empty());  // nothing on the board yet
+  EXPECT_TRUE(warnings().empty());  // nothing published yet
   for (int i = 0; i < 10; ++i) sess->run(m.train, m.feed());
   EXPECT_THAT(warnings(),
-              ElementsAre("ReduceLROnPlateauHook: the monitored metric 'eval/loss' is not on the "
-                          "metrics board; the learning rate is not reduced until it is "
+              ElementsAre("ReduceLROnPlateauHook: the monitored metric 'eval/loss' has not been "
+                          "published; the learning rate is not reduced until it is "
                           "published. Available metrics: eval/accuracy, eval/top5"));
   EXPECT_EQ(rate(m), 0.1);
 }

@@ -147,19 +147,21 @@ TEST_F(StopAtStepHookTest, WithoutAGlobalStepFailsAtSessionCreation) {
   }
 }
 
-TEST_F(StopAtStepHookTest, PublishesItsLastStepToOtherHooksOfTheGraph) {
-  EXPECT_EQ(th::stop_at_step_target(m.g), std::nullopt);
+TEST_F(StopAtStepHookTest, PublishesItsLastStepToTheOtherHooksOfItsSession) {
+  auto none = th::testing::worker_session(m.g, {}, fe.env());
+  EXPECT_EQ(none->services().stop_at_step(), std::nullopt);
+  none->close();
   m.g.set_global_step_value(5);
   auto later = std::make_shared<th::StopAtStepHook>(th::StopAtStepHookOptions{.last_step = 40});
   auto sooner = std::make_shared<th::StopAtStepHook>(th::StopAtStepHookOptions{.num_steps = 10});
   auto sess = th::testing::worker_session(m.g, {later, sooner}, fe.env());
   // The earliest stop wins.
-  EXPECT_EQ(th::stop_at_step_target(m.g), 15);
+  EXPECT_EQ(sess->services().stop_at_step(), 15);
   sess->close();
   // A later session on the same graph publishes its own target, not the old one.
   auto again = std::make_shared<th::StopAtStepHook>(th::StopAtStepHookOptions{.last_step = 30});
   auto sess2 = th::testing::worker_session(m.g, {again}, fe.env());
-  EXPECT_EQ(th::stop_at_step_target(m.g), 30);
+  EXPECT_EQ(sess2->services().stop_at_step(), 30);
 }
 
 }  // namespace

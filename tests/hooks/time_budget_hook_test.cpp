@@ -121,7 +121,7 @@ TEST_F(TimeBudgetHookTest, ASlowedDownRunEndsWithinItsBudgetAndItsScheduleEnds) 
   EXPECT_EQ(moved_to.back(), last);
   EXPECT_EQ(budget->last_step(), last);
   EXPECT_EQ(stop->last_step(), last);
-  EXPECT_EQ(th::stop_at_step_target(m.g), last);
+  EXPECT_EQ(sess->services().stop_at_step(), last);
   EXPECT_LT(last, 200);
   // Within the budget, less what was kept for after the last step, with the slack allowed.
   EXPECT_LE(elapsed, 100 - 3 + 0.02 * 100);
@@ -294,10 +294,10 @@ TEST(StopAtStepHookSetLastStepTest, MovesTheStopAndTheTargetWhileTraining) {
   th::testing::TinyModel m;
   auto stop = std::make_shared<th::StopAtStepHook>(th::StopAtStepHookOptions{.last_step = 50});
   auto sess = th::testing::chief_session(m.g, {stop}, fe.env());
-  EXPECT_EQ(th::stop_at_step_target(m.g), 50);
+  EXPECT_EQ(sess->services().stop_at_step(), 50);
   for (int i = 0; i < 5; ++i) sess->run(m.train, m.feed());
   stop->set_last_step(8);
-  EXPECT_EQ(th::stop_at_step_target(m.g), 8);
+  EXPECT_EQ(sess->services().stop_at_step(), 8);
   while (!sess->should_stop()) sess->run(m.train, m.feed());
   EXPECT_EQ(m.g.global_step_value(), 8);
 }

@@ -47,29 +47,13 @@
 #include <vector>
 
 #include "trainhooks/checkpoint/checkpoint_state.h"
+#include "trainhooks/checkpoint/keep_best.h"
 #include "trainhooks/checkpoint/saver.h"
 #include "trainhooks/env.h"
-#include "trainhooks/metric_mode.h"
 
 namespace trainhooks {
 
 class Session;
-
-// A checkpoint and the value of the keep-best metric at its step.
-struct ScoredCheckpoint {
-  std::string path;
-  int64_t step = 0;
-  double value = 0;
-  bool operator==(const ScoredCheckpoint&) const = default;
-};
-
-// The keep-best metric's value measured at a step, as the caller of save() knows it
-// (CheckpointSaverHook: the latest value of best_metric on the graph's MetricsBoard).
-struct CheckpointScore {
-  int64_t step = 0;
-  double value = 0;
-  bool operator==(const CheckpointScore&) const = default;
-};
 
 struct CheckpointManagerOptions {
   // The checkpoints' file name before `-<step>` (TF2's checkpoint_name); a file name, no
@@ -86,21 +70,19 @@ struct CheckpointManagerOptions {
   // that the directory can be moved or copied. false: as given (absolute for an absolute
   // directory), TensorFlow 1's Saver's rule, which only readers that predate relative paths need.
   bool save_relative_paths = true;
-  // Keep-best: > 0 keeps the keep_best_n checkpoints with the best values of best_metric (the
-  // metric's name, e.g. "eval/loss"; required then) by best_mode: max_to_keep never deletes them
-  // (they stay on disk, no longer listed in the state file, as the hours rule keeps its own), and
-  // one that falls out of the best N is deleted once no longer listed. A checkpoint's value is
-  // the metric measured at its step: each save() may pass a CheckpointScore, which goes to the
+  // Keep-best (keep_best.h): checkpoints kept because of a metric's value. A checkpoint's value
+  // is the metric measured at its step: each save() may pass a CheckpointScore, which goes to the
   // listed checkpoint of its step (the one being saved, or an earlier one when the evaluation ran
   // after that checkpoint was written, as an EvaluationHook listed after the
-  // CheckpointSaverHook does). The manager reads no metric itself: CheckpointSaverHook passes
-  // the latest value of best_metric on the graph's MetricsBoard. The values and the best list
-  // survive restarts in
+  // CheckpointSaverHook does). The values and the best list survive restarts in
   // `<directory>/best_checkpoints.json`, written crash-safely before the state file and before
-  // anything is deleted; `trainhooks checkpoint list` marks the best. >= 0.
-  int keep_best_n = 0;
-  std::string best_metric;
-  MetricMode best_mode = MetricMode::kMin;
+  // anything is deleted; `trainhooks checkpoint list` marks the best.
+  KeepBest keep_best;
+  // TensorFlow 1's Saver's keep_checkpoint_every_n_hours rule instead of TF2's above (what
+  // compat::v1::Saver gives): a dropped checkpoint is kept when written after the next whole
+  // period counted from this wall time, and every listed checkpoint whose files exist is tracked
+  // on recovery (time stamps from the files when the state file has none). nullopt: TF2's rule.
+  std::optional<double> tf1_keep_period_start;
   // clock: checkpoint time stamps and the hours rule (wall time), read from construction on;
   // null: the system clock. log: `Restoring parameters from ...` and warnings; null: the
   // session's log sink, then stderr.
@@ -135,7 +117,7 @@ class CheckpointManager {
   // thread and a second one), lists it in the state file, applies retention and returns its path.
   // Saver's errors: NotFoundError when the directory does not exist, write errors naming the
   // file; nothing is listed or deleted when the write fails.
-  // `score`: keep-best's value of the metric at score->step (ignored without keep_best_n).
+  // `score`: keep-best's value of the metric at score->step (ignored without keep_best).
   std::string save(Session& session, int64_t step,
                    std::optional<CheckpointScore> score = std::nullopt);
   // save() in two halves, for saving while training goes on: snapshot() copies the state into
@@ -163,8 +145,8 @@ class CheckpointManager {
   // saved or restored, still the newest listed, with both files present. CheckpointSaverHook
   // does not write that checkpoint again after a restore.
   bool saved_at(int64_t step) const;
-  // Keep-best: the keep_best_n best checkpoints on disk with their values, best first (listed or
-  // kept beyond max_to_keep); empty without keep_best_n.
+  // Keep-best: the keep_best.n best checkpoints on disk with their values, best first (listed or
+  // kept beyond max_to_keep); empty without keep_best.
   std::vector<ScoredCheckpoint> best_checkpoints() const;
 
   // ---- Restoring -------------------------------------------------------------------------------
@@ -180,13 +162,10 @@ class CheckpointManager {
   std::optional<std::string> restore_latest(Session& session);
 
  private:
-  friend class Saver;  // its TF1 compatibility API keeps a manager per directory
   struct Listed {
     std::string path;
     double timestamp;
   };
-  CheckpointManager(std::string directory, CheckpointManagerOptions options,
-                    std::optional<double> keep_period_start);
   Env env() const;
   Env env_for(const Session& session) const;
   Saver saver_for(Session& session) const;
@@ -204,10 +183,8 @@ class CheckpointManager {
   std::string prefix_;
   CheckpointManagerOptions options_;
   std::shared_ptr<Clock> clock_;
-  double created_at_;  // wall time at construction: the hours rule's start without a state file
-  // Saver's TensorFlow 1 API: TF1 Saver's hours rule (counted from the Saver's creation, in whole
-  // periods), kept for that API; CheckpointManager's own rule otherwise.
-  bool tf1_hours_rule_;
+  double created_at_;      // wall time at construction: the hours rule's start without a state file
+  bool tf1_hours_rule_;    // options_.tf1_keep_period_start is set
   std::mutex write_mu_;    // one write() at a time
   mutable std::mutex mu_;  // guards what follows
   mutable bool recovered_ = false;
@@ -223,6 +200,11 @@ class CheckpointManager {
   mutable std::vector<ScoredCheckpoint> scored_;
   std::vector<std::pair<std::string, std::optional<CheckpointScore>>> pending_;
 };
+
+// TensorFlow's tf.train.latest_checkpoint: CheckpointManager(checkpoint_dir).latest(), the
+// newest checkpoint the directory's state file lists if its files exist (`env`: its log).
+std::optional<std::string> latest_checkpoint(const std::string& checkpoint_dir,
+                                             const Env& env = Env::system());
 
 // The restore function of a chief's session creator (SessionCreatorOptions::restore):
 // manager->restore_latest(session).

@@ -19,7 +19,9 @@
 // The checkpoints are written, named (PATH-N), listed and retained by a CheckpointManager
 // (checkpoint/checkpoint_manager.h): the one given, or one the hook makes in begin() of
 // checkpoint_dir, checkpoint_basename and the retention of saver_options (or of the given
-// saver's options). A listener's after_save() returning true requests a stop after the current
+// TensorFlow 1 saver's options); keep-best (checkpoint/keep_best.h) is a policy of a given
+// manager, whose scores the hook passes with each save: the latest value of its metric on the
+// graph's LatestMetrics. A listener's after_save() returning true requests a stop after the current
 // run (logged); the run's results are still returned.
 //
 //   auto hook = std::make_shared<th::CheckpointSaverHook>(
@@ -40,7 +42,7 @@
 // them.
 //
 // async_save: a save copies the state into host memory on the training thread
-// (CheckpointManager::snapshot) and an AsyncCheckpointWriter (checkpoint/async_checkpoint_writer.h)
+// (CheckpointManager::snapshot) and an AsyncCheckpointWriter (hooks/async_checkpoint_writer.h)
 // writes it on a thread of the session's Coordinator while training goes on. At most one save is
 // in flight: a trigger during a write first waits for that write to finish (logged, as TF's
 // AsyncCheckpointSaverHook). A finished write is
@@ -60,7 +62,7 @@
 #include <vector>
 
 #include "trainhooks/checkpoint/checkpoint_manager.h"
-#include "trainhooks/checkpoint/saver.h"
+#include "trainhooks/checkpoint/tf1_saver.h"
 #include "trainhooks/hook.h"
 #include "trainhooks/hooks/async_checkpoint_writer.h"
 #include "trainhooks/timer.h"
@@ -90,13 +92,14 @@ struct CheckpointSaverHookOptions {
   std::optional<double> save_secs;
   std::optional<int64_t> save_steps;
   // Without a given CheckpointManager: the hook's manager takes its retention and Env from this
-  // Saver's options (the Saver must be on the session's graph); null: from saver_options.
-  std::shared_ptr<Saver> saver;
+  // TensorFlow 1 Saver's options (TF's `saver` argument; it must be on the session's graph);
+  // null: from saver_options.
+  std::shared_ptr<compat::v1::Saver> saver;
   // Without a given CheckpointManager: the checkpoints' basename.
   std::string checkpoint_basename = "model.ckpt";
   std::vector<std::shared_ptr<CheckpointSaverListener>> listeners;
   // Used when neither a manager nor a saver is given; a null env member there takes the hook's.
-  SaverOptions saver_options;
+  compat::v1::SaverOptions saver_options;
   // Write checkpoints on a background thread (see above).
   bool async_save = false;
 };
@@ -122,7 +125,7 @@ class CheckpointSaverHook : public SessionRunHook {
   // <checkpoint_dir>/<checkpoint_basename>: the prefix of every checkpoint this hook writes.
   const std::string& save_path() const { return save_path_; }
   // The Saver given in the options (null when none was).
-  const std::shared_ptr<Saver>& saver() const { return options_.saver; }
+  const std::shared_ptr<compat::v1::Saver>& saver() const { return options_.saver; }
   // The CheckpointManager in use (null before begin() when none was given).
   const std::shared_ptr<CheckpointManager>& manager() const { return manager_; }
 

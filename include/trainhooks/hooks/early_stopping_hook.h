@@ -2,7 +2,7 @@
 // callback, counted in evaluations instead of epochs).
 //
 // Where the values come from:
-//   - monitor alone: the metric of that name on the graph's MetricsBoard (metrics_board.h), where
+//   - monitor alone: the metric of that name on the graph's LatestMetrics (latest_metrics.h), where
 //     an EvaluationHook publishes `eval/loss`. Nothing is fetched; it checks the board in
 //     after_run and in before_run and acts once per new publish (told by its version), as
 //     ReduceLROnPlateauHook does. Values on the board before the session was created are not
@@ -50,14 +50,14 @@
 
 #include "trainhooks/graph.h"
 #include "trainhooks/hook.h"
-#include "trainhooks/metrics_board.h"
+#include "trainhooks/metric_monitor.h"
 #include "trainhooks/node.h"
 #include "trainhooks/timer.h"
 
 namespace trainhooks {
 
 struct EarlyStoppingHookOptions {
-  // The metric's name on the MetricsBoard, e.g. "eval/loss". With `node`: the name in log lines
+  // The metric's name on LatestMetrics, e.g. "eval/loss". With `node`: the name in log lines
   // and the state key (default: the node's name).
   std::string monitor;
   // Instead of the board: a scalar node to fetch, with exactly one of the two periods.
@@ -91,10 +91,10 @@ class EarlyStoppingHook : public SessionRunHook, public StateProvider {
   std::string save_state() const override;
   void load_state(std::string_view bytes) override;
 
-  double best() const { return best_; }
+  double best() const { return monitor_.best(); }
   // The global step of the best value; -1 while nothing improved.
-  int64_t best_step() const { return best_step_; }
-  int64_t wait() const { return wait_; }
+  int64_t best_step() const { return monitor_.best_step(); }
+  int64_t wait() const { return monitor_.wait(); }
   int64_t evaluations() const { return evaluations_; }
   // The global step it requested the stop at; -1 while it has not.
   int64_t stopped_step() const { return stopped_step_; }
@@ -107,23 +107,17 @@ class EarlyStoppingHook : public SessionRunHook, public StateProvider {
 
   EarlyStoppingHookOptions options_;
   std::optional<SecondOrStepTimer> timer_;  // with a node only
-  std::string monitor_;                     // options_.monitor, or the node's name
-  MetricsBoard* board_ = nullptr;
+  std::string name_;                        // options_.monitor, or the node's name
   Node node_;
   bool fetching_ = false;   // this run fetches node_
   int64_t fetch_step_ = 0;  // the global step before that run, the timer's step
-  // Checkpointed.
-  double best_ = 0;
-  int64_t best_step_ = -1;
-  int64_t wait_ = 0;
+  // Checkpointed: the monitor's best, best step and wait, and these.
+  MetricMonitor monitor_;
   int64_t evaluations_ = 0;
   int64_t stopped_step_ = -1;
   // Per process: the variables at best_step_ (restore_best), empty when not taken here.
   std::vector<at::Tensor> best_variables_;
   int64_t best_variables_step_ = -1;
-  // Per session: the publish last seen.
-  uint64_t seen_version_ = 0;
-  int64_t seen_step_ = std::numeric_limits<int64_t>::min();
 };
 
 }  // namespace trainhooks

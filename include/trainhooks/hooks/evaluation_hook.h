@@ -11,7 +11,8 @@
 //   - writes each mean as scalar summary `<metric>` at the global step to output_dir (use
 //     `<summary_dir>/eval`, so TensorBoard shows a run "eval" beside the training run and overlays
 //     curves of the same tag, e.g. `loss`) or to summary_writer,
-//   - publishes `<name>/<metric>` (e.g. `eval/loss`) on the graph's MetricsBoard, where
+//   - publishes `<name>/<metric>` (e.g. `eval/loss`) on the graph's LatestMetrics
+//   (latest_metrics.h), where
 //     ReduceLROnPlateauHook and early stopping read it.
 //
 // every_n_steps triggers at the global steps that are multiples of N (so a resumed run evaluates
@@ -57,7 +58,7 @@ struct EvaluationHookOptions {
   std::optional<int64_t> every_n_steps;
   std::optional<double> every_n_secs;
   bool at_end = true;
-  // Prefix of the log line and of the MetricsBoard names.
+  // Prefix of the log line and of the names published on LatestMetrics.
   std::string name = "eval";
   // At most one: where the scalars go. Neither: no summaries.
   std::string output_dir;

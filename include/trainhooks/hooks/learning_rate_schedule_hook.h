@@ -4,8 +4,9 @@
 // parameter group of the train op's optimizer to schedule(s), so the step that runs at global
 // step s trains with schedule(s); after_create_session does the same, so the optimizer holds the
 // right rate before the first step too (and after a restore, since the rate is a function of the
-// restored global step). With a ReduceLROnPlateauHook on the same train op in the session, the
-// rate set is schedule(s) * its learning_rate_scale() (reduce_lr_on_plateau_hook.h).
+// restored global step). The rate set is schedule(s) * services().learning_rate_scale(train_op)
+// (hook_services.h), which a ReduceLROnPlateauHook on the same train op lowers at each plateau
+// (reduce_lr_on_plateau_hook.h); 1 without one.
 //
 // Writes the scalar summary `learning_rate` (the rate set for the run at step s, tagged with step
 // s + 1, the step that run ends on: where SummarySaverHook puts the loss of the same run, as TF's
@@ -44,8 +45,6 @@ namespace trainhooks {
 namespace summary {
 class EventWriter;
 }
-
-class ReduceLROnPlateauHook;
 
 struct LearningRateScheduleHookOptions {
   // At most one; neither: every 100 steps. When the `learning_rate` summary is written.
@@ -89,7 +88,6 @@ class LearningRateScheduleHook : public SessionRunHook {
   SecondOrStepTimer timer_;
   std::shared_ptr<summary::EventWriter> writer_;
   torch::optim::Optimizer* optimizer_ = nullptr;
-  const ReduceLROnPlateauHook* plateau_ = nullptr;
   std::optional<Point> pending_;  // this run's, written once the run is done
   std::optional<Point> held_;     // the session's first run's, written at the next run or end()
   bool first_run_ = true;

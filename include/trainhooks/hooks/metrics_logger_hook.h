@@ -5,7 +5,7 @@
 // (the step after the run, as SummarySaverHook and EvaluationHook count). On those runs only,
 // before_run fetches `nodes`; after_run appends the row: step, wall time (the Env clock's seconds
 // since the epoch), the nodes' values in order (columns named by the node names), then each of
-// `metrics` read on the graph's MetricsBoard (what an EvaluationHook published, e.g. "eval/loss")
+// `metrics` read on the graph's LatestMetrics (what an EvaluationHook published, e.g. "eval/loss")
 // when it was published since the previous row, else empty (CSV) or null (JSONL), so an evaluation
 // shows once, as in Lightning's metrics.csv. NaN and infinities are null in JSONL.
 //   csv:    step,wall_time,loss,eval/loss          (the header, written once, when the file is new)
@@ -42,14 +42,14 @@
 
 namespace trainhooks {
 
-class MetricsBoard;
+class LatestMetrics;
 
 enum class MetricsFormat { kCsv, kJsonl };
 
 struct MetricsLoggerHookOptions {
   // Scalar nodes fetched on logged steps; columns named by the node names.
   std::vector<NodeRef> nodes;
-  // Names on the MetricsBoard. At least one node or metric; column names unique.
+  // Names on LatestMetrics. At least one node or metric; column names unique.
   std::vector<std::string> metrics;
   // > 0.
   int64_t every_n_steps = 100;
@@ -83,7 +83,7 @@ class MetricsLoggerHook : public SessionRunHook {
   MetricsLoggerHookOptions options_;
   std::vector<Node> nodes_;
   std::vector<std::string> columns_;
-  MetricsBoard* board_ = nullptr;
+  LatestMetrics* metrics_ = nullptr;
   int fd_ = -1;
   bool logging_ = false;  // this run logs a row
   int64_t dropped_rows_ = 0;

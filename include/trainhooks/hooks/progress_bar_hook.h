@@ -17,8 +17,8 @@
 //   end()                   draws the final line (terminal: then a newline).
 //
 // The target (the global step that is 100%) is, in this order: total_steps; the last step of a
-// StopAtStepHook on the same graph (stop_at_step_target()); the global step plus the batches left
-// in `input` (or in the graph's only input) when it has a finite num_epochs
+// StopAtStepHook in the same session (services().stop_at_step()); the global step plus the batches
+// left in `input` (or in the graph's only input) when it has a finite num_epochs
 // (Graph::input_batches_left); otherwise none, and lines show the step and rate only.
 //
 // Formats (`{}` fields below; `[, loss L]` only with a `loss` whose value was fetched):

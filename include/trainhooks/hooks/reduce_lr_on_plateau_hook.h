@@ -1,7 +1,7 @@
 // ReduceLROnPlateauHook: lowers a train op's learning rate when a metric stops improving (Keras's
 // ReduceLROnPlateau callback, driven by the metrics board instead of epochs).
 //
-// Fetches nothing. It reads `monitor` on the graph's MetricsBoard (metrics_board.h) in before_run
+// Fetches nothing. It reads `monitor` on the graph's LatestMetrics (latest_metrics.h) in before_run
 // and in after_run, and acts once per new value (a new publish, told by the value's version):
 // checking in after_run catches a value that a hook listed earlier published in this step's
 // after_run, checking in before_run catches one that a hook listed later published, so either way
@@ -24,8 +24,9 @@
 // on it is warned about once (the available names are listed), never an error.
 //
 // With a LearningRateScheduleHook on the same train op, the two combine: the plateau hook owns a
-// multiplier (learning_rate_scale(), starting at 1 and multiplied by the ratio of each reduction)
-// that the schedule hook applies to every rate it sets, so the schedule keeps its shape and each
+// multiplier (learning_rate_scale(), starting at 1 and multiplied by the ratio of each reduction),
+// published as the session's services().learning_rate_scale(train_op) (hook_services.h), that
+// the schedule hook applies to every rate it sets, so the schedule keeps its shape and each
 // plateau scales it down (min_lr bounds each reduction when it happens; the schedule itself may
 // later go lower). Hook order does not matter.
 //
@@ -48,14 +49,14 @@
 
 #include "trainhooks/graph.h"
 #include "trainhooks/hook.h"
-#include "trainhooks/metrics_board.h"
+#include "trainhooks/metric_monitor.h"
 
 namespace trainhooks {
 
 using PlateauMode = MetricMode;
 
 struct ReduceLROnPlateauOptions {
-  // The metric's name on the MetricsBoard, e.g. "eval/loss". Required.
+  // The metric's name on LatestMetrics, e.g. "eval/loss". Required.
   std::string monitor;
   PlateauMode mode = PlateauMode::kMin;
   // new rate = rate * factor; 0 < factor < 1.
@@ -91,8 +92,8 @@ class ReduceLROnPlateauHook : public SessionRunHook, public StateProvider {
 
   // The multiplier a LearningRateScheduleHook on the same train op applies (1: no reduction yet).
   double learning_rate_scale() const { return scale_; }
-  double best() const { return best_; }
-  int64_t wait() const { return wait_; }
+  double best() const { return monitor_.best(); }
+  int64_t wait() const { return monitor_.wait(); }
   int64_t cooldown_counter() const { return cooldown_counter_; }
   int64_t reductions() const { return reductions_; }
   const ReduceLROnPlateauOptions& options() const { return options_; }
@@ -105,20 +106,17 @@ class ReduceLROnPlateauHook : public SessionRunHook, public StateProvider {
 
   Node train_op_;
   ReduceLROnPlateauOptions options_;
-  MetricsBoard* board_ = nullptr;
   torch::optim::Optimizer* optimizer_ = nullptr;
-  // Checkpointed.
-  double best_ = 0;
-  int64_t wait_ = 0;
+  // Checkpointed: the monitor's best and wait, and these.
+  MetricMonitor monitor_;
   int64_t cooldown_counter_ = 0;
   double scale_ = 1;
   int64_t reductions_ = 0;
   int64_t last_metric_step_ = -1;
   std::vector<double> learning_rates_;  // set by the last reduction; empty: none yet
-  // Per session: the publish last seen (version, step), and whether a missing monitor was told.
-  uint64_t seen_version_ = 0;
-  int64_t seen_step_ = std::numeric_limits<int64_t>::min();
+  // Per session: whether there is nothing (more) to say about a missing monitored metric.
   bool warned_missing_ = false;
+  bool begun_ = false;  // services() is bound: the scale is published there
 };
 
 }  // namespace trainhooks

@@ -5,7 +5,8 @@
 // stop once it is >= last_step; the run that reaches it completes. As in TF, a session restored
 // at or past last_step still runs one step before stopping. Needs a global step.
 //
-// Other hooks read the target through stop_at_step_target(graph) (a progress bar's 100%).
+// Other hooks read the target through services().stop_at_step() (hook_services.h; a progress
+// bar's 100%).
 // set_last_step() moves it while training.
 //
 //   hooks.push_back(std::make_shared<th::StopAtStepHook>(th::StopAtStepHookOptions{.last_step =
@@ -38,18 +39,13 @@ class StopAtStepHook : public SessionRunHook {
   // The step at which training stops (known after the first session was created).
   std::optional<int64_t> last_step() const { return last_step_; }
   // Moves the stop to `last_step` while training (a re-planned run, TimeBudgetHook); other hooks
-  // see it through stop_at_step_target() from their next run on.
+  // see it through services().stop_at_step() from their next run on.
   void set_last_step(int64_t last_step);
 
  private:
   std::optional<int64_t> num_steps_;
   std::optional<int64_t> last_step_;
-  bool published_ = false;  // last_step_ is the graph's target (after_create_session ran)
+  bool published_ = false;  // last_step_ is the session's target (after_create_session ran)
 };
-
-// The global step at which the StopAtStepHooks of the session running on `graph` stop training
-// (the smallest, when several run): set by their after_create_session, so another hook reads it
-// from its first before_run on. nullopt when no StopAtStepHook runs on `graph`.
-std::optional<int64_t> stop_at_step_target(Graph& graph);
 
 }  // namespace trainhooks

@@ -1,13 +1,14 @@
-// MetricsBoard: the latest value of each named metric, shared by the hooks of one graph.
+// LatestMetrics: the latest value of each named metric measured on one graph.
 //
 // A hook that measures something (EvaluationHook: "eval/accuracy", "eval/loss") publishes it
-// here; hooks that act on a metric (ReduceLROnPlateauHook, early stopping) read it. Each publish
-// bumps the metric's version, so a reader can tell a new value from one it has already acted on,
-// even when the value itself repeats.
+// here; hooks that act on a metric (ReduceLROnPlateauHook, EarlyStoppingHook, MetricsLoggerHook,
+// CheckpointSaverHook's keep-best scores) read it, through their services().metrics()
+// (hook_services.h); the program reads it too, after training (latest_metrics(graph)). Each
+// publish bumps the metric's version, so a reader can tell a new value from one it has already
+// acted on, even when the value itself repeats (MetricMonitor does that, metric_monitor.h).
 //
-//   auto& board = th::metrics_board(graph);
-//   board.publish("eval/loss", 0.31, /*step=*/1200, env().clock->wall_seconds());
-//   if (auto m = board.latest("eval/loss"); m && m->version != seen_) { seen_ = m->version; ... }
+//   services().metrics().publish("eval/loss", 0.31, /*step=*/1200, env().clock->wall_seconds());
+//   auto m = th::latest_metrics(graph).latest("eval/loss");   // after training
 //
 // Not thread-safe: hooks run on the training thread.
 #pragma once
@@ -18,8 +19,6 @@
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include "trainhooks/metric_mode.h"
 
 namespace trainhooks {
 
@@ -32,7 +31,7 @@ struct MetricValue {
   uint64_t version = 0;  // 1 for the first publish of this name, then 2, 3, ...
 };
 
-class MetricsBoard {
+class LatestMetrics {
  public:
   void publish(std::string_view name, double value, int64_t step, double wall_time);
   // Null when `name` was never published.
@@ -45,7 +44,7 @@ class MetricsBoard {
   std::map<std::string, MetricValue, std::less<>> metrics_;
 };
 
-// The board of `graph` (one per graph, created on first use).
-MetricsBoard& metrics_board(Graph& graph);
+// The metrics of `graph` (one per graph, created on first use, kept across its sessions).
+LatestMetrics& latest_metrics(Graph& graph);
 
 }  // namespace trainhooks

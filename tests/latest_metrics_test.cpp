@@ -1,4 +1,4 @@
-#include "trainhooks/metrics_board.h"
+#include "trainhooks/latest_metrics.h"
 
 #include <gtest/gtest.h>
 
@@ -8,9 +8,9 @@ namespace th = trainhooks;
 
 namespace {
 
-TEST(MetricsBoardTest, LatestValueAndVersionPerName) {
+TEST(LatestMetricsTest, LatestValueAndVersionPerName) {
   th::Graph g;
-  auto& board = th::metrics_board(g);
+  auto& board = th::latest_metrics(g);
   EXPECT_FALSE(board.latest("eval/loss").has_value());
   board.publish("eval/loss", 0.5, 100, 1000.0);
   board.publish("eval/loss", 0.5, 200, 1010.0);  // the same value is still a new measurement
@@ -24,9 +24,9 @@ TEST(MetricsBoardTest, LatestValueAndVersionPerName) {
   EXPECT_EQ(board.latest("eval/accuracy")->version, 1u);
   EXPECT_EQ(board.names(), (std::vector<std::string>{"eval/accuracy", "eval/loss"}));
   // One board per graph.
-  EXPECT_EQ(&th::metrics_board(g), &board);
+  EXPECT_EQ(&th::latest_metrics(g), &board);
   th::Graph other;
-  EXPECT_TRUE(th::metrics_board(other).names().empty());
+  EXPECT_TRUE(th::latest_metrics(other).names().empty());
 }
 
 }  // namespace
