@@ -43,6 +43,12 @@ void replace_all(std::string& s, std::string_view from, std::string_view to) {
   }
 }
 
+size_t occurrences(std::string_view text, std::string_view what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string_view::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
 // Text to put inside <script> or <style>: "</" becomes "<\/" (the same string to JavaScript,
 // JSON and CSS), so no "</script>" in the data can end the element early.
 std::string inline_text(std::string_view text) {
@@ -221,6 +227,12 @@ ReportData render(const LogdirIndex& index, const ReportOptions& options, std::s
   replace_all(script, "<!--", "\\u003c!--");
 
   html = std::string(asset("/"));
+  // uPlot's and kPageScripts: a script the page loads besides would be missing from the report.
+  const size_t sources = occurrences(html, "<script src=");
+  if (sources != kPageScripts.size() + 1) {
+    throw InternalError(fmt::format("the board page loads {} scripts, the report inlines {}",
+                                    sources, kPageScripts.size() + 1));
+  }
   // The window's title too (before the scripts go in, which might hold the word).
   const size_t open = html.find("<title>");
   const size_t close = open == std::string::npos ? open : html.find("</title>", open);
@@ -238,9 +250,14 @@ ReportData render(const LogdirIndex& index, const ReportOptions& options, std::s
   replace_tag(html, R"(<script src="uPlot.iife.min.js"></script>)",
               "<script>\n/* uPlot's licence:\n" + inline_text(licence) + "\n*/\n" +
                   inline_text(asset("/uPlot.iife.min.js")) + "\n</script>");
-  replace_tag(html, R"(<script src="board.js"></script>)",
-              "<script>\nwindow.TRAINHOOKS_REPORT = " + script + ";\n</script>\n<script>\n" +
-                  inline_text(asset("/board.js")) + "\n</script>");
+  // Each of the page's scripts in its tag's place, the data before the first: they read it.
+  for (const std::string_view path : kPageScripts) {
+    std::string inlined = "<script>\n" + inline_text(asset(path)) + "\n</script>";
+    if (path == kPageScripts.front()) {
+      inlined = "<script>\nwindow.TRAINHOOKS_REPORT = " + script + ";\n</script>\n" + inlined;
+    }
+    replace_tag(html, fmt::format(R"(<script src="{}"></script>)", path.substr(1)), inlined);
+  }
   return data;
 }
 

@@ -13,8 +13,11 @@
 #include <chrono>
 #include <filesystem>
 #include <random>
+#include <regex>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -67,12 +70,14 @@ TEST_F(BoardServerTest, ServesThePagesFilesWithTheirContentTypes) {
   auto server = start();
   EXPECT_GT(server->port(), 0);
   auto c = client(*server);
-  for (const char* path : {"/", "/board.js", "/board.css", "/uPlot.iife.min.js", "/uPlot.min.css",
-                           "/LICENSE.uPlot.txt"}) {
+  std::vector<std::string_view> paths = {"/", "/board.css", "/uPlot.iife.min.js", "/uPlot.min.css",
+                                         "/LICENSE.uPlot.txt"};
+  paths.insert(paths.end(), kPageScripts.begin(), kPageScripts.end());
+  for (const std::string_view path : paths) {
     SCOPED_TRACE(path);
     const Asset* asset = find_asset(path);
     ASSERT_NE(asset, nullptr);
-    const auto res = c.Get(path);
+    const auto res = c.Get(std::string(path));
     ASSERT_TRUE(res) << httplib::to_string(res.error());
     EXPECT_EQ(res->status, 200);
     EXPECT_EQ(res->get_header_value("Content-Type"), asset->content_type);
@@ -80,8 +85,23 @@ TEST_F(BoardServerTest, ServesThePagesFilesWithTheirContentTypes) {
     EXPECT_EQ(res->body, asset->data);
   }
   EXPECT_THAT(find_asset("/")->content_type, ::testing::StartsWith("text/html"));
-  EXPECT_THAT(find_asset("/board.js")->content_type, ::testing::HasSubstr("javascript"));
+  for (const std::string_view path : kPageScripts) {
+    EXPECT_THAT(find_asset(path)->content_type, ::testing::HasSubstr("javascript")) << path;
+  }
   EXPECT_THAT(find_asset("/board.css")->content_type, ::testing::StartsWith("text/css"));
+}
+
+TEST(BoardPageTest, LoadsUPlotAndThenItsScriptsInTheirOrder) {
+  const std::string_view page = find_asset("/")->data;
+  std::vector<std::string> loaded;
+  const std::regex script(R"re(<script src="([^"]*)"></script>)re");
+  for (auto it = std::cregex_iterator(page.data(), page.data() + page.size(), script);
+       it != std::cregex_iterator(); ++it) {
+    loaded.push_back("/" + (*it)[1].str());
+  }
+  std::vector<std::string> expected = {"/uPlot.iife.min.js"};
+  expected.insert(expected.end(), kPageScripts.begin(), kPageScripts.end());
+  EXPECT_EQ(loaded, expected);
 }
 
 TEST_F(BoardServerTest, AnswersTheApiWithDecodedParameters) {

@@ -92,7 +92,7 @@ TEST_F(ReportTest, InlinesThePageSoThatNothingIsFetched) {
   // No reference to another file is left: no links, no script sources, no URLs.
   for (const char* reference :
        {"rel=\"stylesheet\"", "src=\"/", "href=\"/", "src=\"http", "href=\"http", "url(http",
-        "@import", R"(src="board.js")", R"(src="uPlot.iife.min.js")", R"(href="board.css")",
+        "@import", "<script src=", R"(src="uPlot.iife.min.js")", R"(href="board.css")",
         R"(href="uPlot.min.css")"}) {
     EXPECT_EQ(html.find(reference), std::string::npos) << reference;
   }
@@ -112,12 +112,20 @@ TEST_F(ReportTest, InlinesThePageSoThatNothingIsFetched) {
       s.replace(at, 2, "<\\/");
     return s;
   };
-  for (const char* path : {"/board.js", "/board.css", "/uPlot.iife.min.js", "/uPlot.min.css"}) {
+  for (const char* path : {"/board.css", "/uPlot.iife.min.js", "/uPlot.min.css"}) {
     EXPECT_NE(html.find(inlined(find_asset(path)->data)), std::string::npos) << path;
   }
   EXPECT_NE(html.find("Copyright (c) 2022 Leon Sorokin"), std::string::npos) << "uPlot's licence";
-  // The data comes before board.js, which reads it.
-  EXPECT_LT(html.find(kDataStart), html.find(inlined(find_asset("/board.js")->data)));
+  // The page's scripts in their order, after uPlot's and the data, which they use.
+  size_t previous = html.find(kDataStart);
+  EXPECT_LT(html.find(inlined(find_asset("/uPlot.iife.min.js")->data)), previous);
+  for (const std::string_view path : kPageScripts) {
+    SCOPED_TRACE(path);
+    const size_t at = html.find("<script>\n" + inlined(find_asset(path)->data) + "\n</script>");
+    ASSERT_NE(at, std::string::npos);
+    EXPECT_GT(at, previous);
+    previous = at;
+  }
 }
 
 TEST_F(ReportTest, HoldsTheResponseToEveryRequestThePageMakesAtFirstLoad) {
