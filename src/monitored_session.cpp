@@ -6,6 +6,7 @@
 #include <cmath>
 #include <string>
 
+#include "hook_runner.h"
 #include "trainhooks/errors.h"
 #include "trainhooks/preemption.h"
 
@@ -97,15 +98,7 @@ MonitoredSession::MonitoredSession(std::unique_ptr<SessionCreator> creator, Hook
   for (auto& h : hooks_) h->begin();
   register_hook_states(g);
   g.finalize();
-  hook_values_.resize(hooks_.size());
-  // A hook whose before_run is not called fetches nothing: its range stays empty.
-  hook_fetch_begin_.assign(hooks_.size(), 0);
-  hook_fetch_end_.assign(hooks_.size(), 0);
-  for (size_t i = 0; i < hooks_.size(); ++i) {
-    const SessionRunHook::Calls calls = hooks_[i]->calls();
-    if (calls.before_run) before_run_hooks_.push_back(i);
-    if (calls.after_run) after_run_hooks_.push_back(i);
-  }
+  runner_ = std::make_unique<internal::HookRunner>(hooks_);
   create_session_recovering();
 }
 
@@ -337,7 +330,7 @@ void MonitoredSession::run_hooked(const Fetches& fetches, FeedsView feeds,
     try {
       if (!session_) create_session();
       try {
-        run_once(fetches, feeds, options, metadata, out);
+        if (runner_->run(*session_, fetches, feeds, options, metadata, out)) stop_requested_ = true;
       } catch (const OutOfRangeError& e) {
         // The end of input, from an input or a hook, is the end of training: stop cleanly, as
         // TF's `with` block does.
@@ -360,136 +353,6 @@ void MonitoredSession::mark_end_of_input(Graph& g, RunResults& out) {
   out.clear();
   out.set_graph(&g);
   out.set_end_of_input(true);
-}
-
-namespace {
-
-std::string conflict_message(const char* what, const Graph& g, const std::vector<Node>& conflicts) {
-  std::string names;
-  for (size_t i = 0; i < conflicts.size(); ++i) {
-    if (i) names += ", ";
-    names += g.name(conflicts[i]);
-  }
-  return fmt::format("{} Conflict(s): [{}]", what, names);
-}
-
-}  // namespace
-
-void MonitoredSession::run_once(const Fetches& fetches, FeedsView feeds, const RunOptions& options,
-                                RunMetadata* metadata, RunResults& out) {
-  Session& sess = *session_;
-  Graph& g = sess.graph();
-  SessionRunContext ctx(fetches, feeds, sess);
-
-  if (before_run_hooks_.empty()) {
-    // No hook can ask for anything: the caller's run as it is, its results straight into `out`.
-    std::optional<RunMetadata> local;
-    RunMetadata* run_metadata = metadata;
-    if (!run_metadata && options.trace_level > RunOptions::NO_TRACE)
-      run_metadata = &local.emplace();
-    sess.run_nodes(sess.resolve_fetches(fetches), feeds, options, run_metadata, out);
-    if (after_run_hooks_.empty()) return;
-    no_fetch_values_.options = options;
-    no_fetch_values_.results.set_graph(&g);
-    if (run_metadata) no_fetch_values_.run_metadata = *run_metadata;
-    for (const size_t i : after_run_hooks_) hooks_[i]->after_run(ctx, no_fetch_values_);
-    if (ctx.stop_requested()) stop_requested_ = true;
-    return;
-  }
-
-  combined_fetches_.clear();
-  for (Node n : sess.resolve_fetches(fetches)) combined_fetches_.push_back(n);
-  const size_t num_user_fetches = combined_fetches_.size();
-
-  // Each hook's request is looked at and dropped here: only its fetches (as nodes), feeds and
-  // options are kept. A hook that asks for nothing costs its two calls and this check, unless it
-  // declared that it needs neither (SessionRunHook::calls(): then it is in neither list).
-  RunOptions merged = options;
-  bool hook_feeds = false;
-  for (const size_t i : before_run_hooks_) {
-    hook_fetch_begin_[i] = combined_fetches_.size();
-    hook_fetch_end_[i] = hook_fetch_begin_[i];
-    SessionRunArgs args = hooks_[i]->before_run(ctx);
-    if (args.fetches.empty() && args.feeds.empty() && args.options.is_default()) continue;
-    for (const auto& ref : args.fetches.refs()) combined_fetches_.push_back(g.resolve(ref));
-    hook_fetch_end_[i] = combined_fetches_.size();
-    merged.merge_from(args.options);
-    if (args.feeds.empty()) continue;
-    if (!hook_feeds) {
-      // The first hook feed of this run: the feeds become the caller's and the hooks' together.
-      hook_feeds = true;
-      combined_feeds_.clear();
-      combined_feeds_.append(feeds.begin(), feeds.end());
-      if (hook_feed_stamp_.size() != g.size()) hook_feed_stamp_.assign(g.size(), 0);
-      ++feed_stamp_;
-    }
-    std::vector<Node> conflicts;  // allocated only when there is a conflict to report
-    for (const auto& f : args.feeds) {
-      Node n = g.resolve(f.node);
-      if (hook_feed_stamp_[n.index] == feed_stamp_) conflicts.push_back(n);
-    }
-    if (!conflicts.empty())
-      throw RuntimeError(conflict_message("Same tensor is fed by two hooks.", g, conflicts));
-    for (auto& f : args.feeds) {
-      hook_feed_stamp_[g.resolve(f.node).index] = feed_stamp_;
-      combined_feeds_.push_back(std::move(f));
-    }
-  }
-
-  FeedsView run_feeds = feeds;
-  if (hook_feeds) {
-    std::vector<Node> conflicts;
-    for (const auto& f : feeds) {
-      Node n = g.resolve(f.node);
-      if (hook_feed_stamp_[n.index] == feed_stamp_) conflicts.push_back(n);
-    }
-    if (!conflicts.empty()) {
-      // Named in the order the hooks fed them, as TF does.
-      std::vector<Node> ordered;
-      for (size_t k = feeds.size(); k < combined_feeds_.size(); ++k) {
-        Node n = g.resolve(combined_feeds_[k].node);
-        if (std::find(conflicts.begin(), conflicts.end(), n) != conflicts.end())
-          ordered.push_back(n);
-      }
-      throw RuntimeError(
-          conflict_message("Same tensor is fed by a SessionRunHook and user.", g, ordered));
-    }
-    run_feeds = combined_feeds_;
-  }
-
-  RunMetadata* run_metadata = metadata;
-  RunMetadata local_metadata;
-  if (!run_metadata && merged.trace_level > RunOptions::NO_TRACE) run_metadata = &local_metadata;
-
-  sess.run_nodes(combined_fetches_, run_feeds, merged, run_metadata, combined_results_);
-  if (hook_feeds) combined_feeds_.clear();
-
-  const auto values = combined_results_.values();
-  out.clear();
-  out.set_graph(&g);
-  out.set_end_of_input(false);
-  out.reserve(num_user_fetches);
-  for (size_t k = 0; k < num_user_fetches; ++k) out.add(values[k].first, values[k].second);
-  // A hook that fetched nothing gets the shared values (no results); the others their own.
-  no_fetch_values_.options = merged;
-  no_fetch_values_.results.set_graph(&g);
-  if (run_metadata) no_fetch_values_.run_metadata = *run_metadata;
-  for (const size_t i : before_run_hooks_) {
-    const size_t begin = hook_fetch_begin_[i], end = hook_fetch_end_[i];
-    if (begin == end) continue;
-    auto& hv = hook_values_[i];
-    hv.results.clear();
-    hv.results.set_graph(&g);
-    for (size_t k = begin; k < end; ++k) hv.results.add(values[k].first, values[k].second);
-    hv.options = merged;
-    if (run_metadata) hv.run_metadata = *run_metadata;
-  }
-  combined_results_.clear();
-  for (const size_t i : after_run_hooks_) {
-    const bool fetched = hook_fetch_begin_[i] != hook_fetch_end_[i];
-    hooks_[i]->after_run(ctx, fetched ? hook_values_[i] : no_fetch_values_);
-  }
-  if (ctx.stop_requested()) stop_requested_ = true;
 }
 
 void MonitoredSession::close() {
@@ -525,8 +388,7 @@ void MonitoredSession::close() {
     first_error = std::current_exception();
   }
   session_.reset();
-  for (auto& v : hook_values_) v.results.clear();
-  no_fetch_values_ = {};
+  if (runner_) runner_->clear();
   // After end(): a final checkpoint saved there still carries the hooks' state.
   hook_states_.clear();
   if (first_error) std::rethrow_exception(first_error);

@@ -69,6 +69,10 @@
 
 namespace trainhooks {
 
+namespace internal {
+class HookRunner;
+}
+
 using Hooks = std::vector<std::shared_ptr<SessionRunHook>>;
 
 class SessionCreator {
@@ -260,8 +264,6 @@ class MonitoredSession {
   void decide_stop();
   void run_hooked(const Fetches& fetches, FeedsView feeds, const RunOptions& options,
                   RunMetadata* metadata, RunResults& out);
-  void run_once(const Fetches& fetches, FeedsView feeds, const RunOptions& options,
-                RunMetadata* metadata, RunResults& out);
   void mark_end_of_input(Graph& g, RunResults& out);
 
   std::unique_ptr<SessionCreator> creator_;
@@ -280,20 +282,8 @@ class MonitoredSession {
   bool closed_ = false;
   int recovery_attempts_ = 0;  // consecutive, reset by a successful run
   int uncaught_at_construction_;
-
-  // Per-run scratch, reused so that a steady loop allocates nothing here.
-  std::vector<SessionRunValues> hook_values_;
-  SessionRunValues no_fetch_values_;  // what hooks that fetched nothing get
-  std::vector<size_t> hook_fetch_begin_;
-  std::vector<size_t> hook_fetch_end_;
-  // The hooks whose before_run / after_run are called (SessionRunHook::calls()), in order.
-  std::vector<size_t> before_run_hooks_;
-  std::vector<size_t> after_run_hooks_;
-  std::vector<Node> combined_fetches_;
-  Feeds combined_feeds_;
-  RunResults combined_results_;
-  std::vector<uint64_t> hook_feed_stamp_;
-  uint64_t feed_stamp_ = 0;
+  // Runs the hooks around each run, with its per-run scratch (src/hook_runner.h).
+  std::unique_ptr<internal::HookRunner> runner_;
 };
 
 // A MonitoredSession with a ChiefSessionCreator, whose raw session is reachable.
