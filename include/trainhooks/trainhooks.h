@@ -14,6 +14,7 @@
 #include "trainhooks/distributed/agreed_stop_policy.h"
 #include "trainhooks/distributed/average_gradients.h"
 #include "trainhooks/distributed/broadcast_variables_hook.h"
+#include "trainhooks/distributed/collective_backend.h"
 #include "trainhooks/distributed/model_average_hook.h"
 #include "trainhooks/distributed/process_group.h"
 #include "trainhooks/distributed/replica_consistency_hook.h"

@@ -1,36 +1,20 @@
-// The only translation unit that includes c10d: its headers cost much compile time, so the rest of
-// the library reaches the process group through ProcessGroup's collectives.
 #include "trainhooks/distributed/process_group.h"
 
 #include <fmt/format.h>
-#include <torch/csrc/distributed/c10d/FileStore.hpp>
-#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <ATen/ops/empty.h>
-#include <ATen/ops/from_blob.h>
 
 #include <cerrno>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 
+#include "distributed/c10d_backend.h"
 #include "trainhooks/errors.h"
 
 namespace trainhooks::distributed {
 
-struct ProcessGroup::Backend {
-  c10::intrusive_ptr<c10d::Store> store;
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
-};
-
 namespace {
-
-std::chrono::milliseconds to_ms(double secs) {
-  return std::chrono::milliseconds(static_cast<int64_t>(secs * 1000.0));
-}
 
 // The value of environment variable `name` as an int in [lo, hi]; nullopt when unset.
 std::optional<int> int_from_env(const char* name, int lo, int hi) {
@@ -52,55 +36,27 @@ std::string string_from_env(const char* name) {
   return value == nullptr ? std::string() : std::string(value);
 }
 
-bool is_loopback(const std::string& host) {
-  return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
-}
-
-// Gloo's device: the interface GLOO_SOCKET_IFNAME names (as PyTorch), loopback when every process
-// is on this machine, else the address this machine's hostname resolves to.
-std::shared_ptr<::gloo::transport::Device> make_device(bool local) {
-  const std::string interface = string_from_env("GLOO_SOCKET_IFNAME");
-  if (!interface.empty()) return c10d::ProcessGroupGloo::createDeviceForInterface(interface);
-  if (local) return c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
-  return c10d::ProcessGroupGloo::createDefaultDevice();
-}
-
-c10d::ReduceOp to_c10d(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kMax:
-      return c10d::ReduceOp::MAX;
-    case ReduceOp::kMin:
-      return c10d::ReduceOp::MIN;
-    case ReduceOp::kSum:
-      break;
+// The backend that the options or TRAINHOOKS_BACKEND name, checked against what this LibTorch
+// has. c10d compiles NCCL and MPI in only when LibTorch is built with them (USE_C10D_NCCL,
+// USE_C10D_MPI); Debian's LibTorch, which this project builds against, has neither.
+std::string backend_name(const InitOptions& options) {
+  std::string name = options.backend;
+  const char* source = "InitOptions::backend";
+  if (name.empty()) {
+    name = string_from_env("TRAINHOOKS_BACKEND");
+    source = "TRAINHOOKS_BACKEND";
   }
-  return c10d::ReduceOp::SUM;
-}
-
-// Waits for `work`, turning c10d's and Gloo's errors into ours.
-void wait_for(const c10::intrusive_ptr<c10d::Work>& work, const char* what, const ProcessGroup& pg,
-              double timeout_secs) {
-  try {
-    // Gloo's own timeout (set on the operation) fires first; this bound is the last resort.
-    if (!work->wait(to_ms(timeout_secs + 10))) {
-      throw DeadlineExceededError(
-          fmt::format("trainhooks distributed: {} on {} did not finish within {} s", what,
-                      pg.describe(), timeout_secs));
-    }
-  } catch (const Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    std::string message = e.what();
-    if (const size_t nl = message.find('\n'); nl != std::string::npos) message.resize(nl);
-    const bool timed_out = message.find("imed out") != std::string::npos ||
-                           message.find("imeout") != std::string::npos;
-    const std::string text = fmt::format(
-        "trainhooks distributed: {} on {} failed{}: {}", what, pg.describe(),
-        timed_out ? fmt::format(" (a peer did not take part within {} s)", timeout_secs) : "",
-        message);
-    if (timed_out) throw DeadlineExceededError(text);
-    throw UnavailableError(text);
+  if (name.empty()) return "gloo";
+  if (name == "gloo") return name;
+  if (name == "nccl" || name == "mpi") {
+    throw UnimplementedError(fmt::format(
+        "trainhooks distributed: backend '{}' ({}) is not available: this LibTorch was built "
+        "without {} (c10d's USE_C10D_{}); available: gloo",
+        name, source, name == "nccl" ? "NCCL" : "MPI", name == "nccl" ? "NCCL" : "MPI"));
   }
+  throw InvalidArgument(fmt::format(
+      "trainhooks distributed: unknown backend '{}' ({}); known backends: gloo, nccl, mpi", name,
+      source));
 }
 
 void check_tensor(const at::Tensor& tensor, const char* what) {
@@ -112,21 +68,42 @@ void check_tensor(const at::Tensor& tensor, const char* what) {
 
 }  // namespace
 
+ProcessGroup::ProcessGroup(ProcessGroupOptions options)
+    : local_rank_(options.local_rank < 0 ? 0 : options.local_rank),
+      restart_count_(options.restart_count),
+      timeout_secs_(options.timeout_secs) {
+  if (!(options.timeout_secs > 0)) {
+    throw InvalidArgument(fmt::format(
+        "trainhooks distributed: timeout_secs must be positive, not {}", options.timeout_secs));
+  }
+}
+
+ProcessGroup::ProcessGroup(std::unique_ptr<CollectiveBackend> backend, ProcessGroupOptions options)
+    : ProcessGroup(options) {
+  if (!backend) throw InvalidArgument("trainhooks distributed: ProcessGroup: the backend is null");
+  rank_ = backend->rank();
+  world_size_ = backend->world_size();
+  if (world_size_ < 1 || rank_ < 0 || rank_ >= world_size_) {
+    throw InvalidArgument(
+        fmt::format("trainhooks distributed: backend '{}' has rank {}, not in [0, world size {})",
+                    backend->name(), rank_, world_size_));
+  }
+  local_rank_ = options.local_rank < 0 ? rank_ : options.local_rank;
+  backend_ = std::move(backend);
+}
+
 ProcessGroup::~ProcessGroup() = default;
 
 std::string ProcessGroup::describe() const {
   return fmt::format("rank {} of {}", rank_, world_size_);
 }
 
+std::string ProcessGroup::backend_name() const { return backend_ ? backend_->name() : "none"; }
+
 void ProcessGroup::allreduce(at::Tensor& tensor, ReduceOp op, double timeout_secs) {
   if (!backend_) return;
   check_tensor(tensor, "allreduce");
-  if (timeout_secs <= 0) timeout_secs = timeout_secs_;
-  std::vector<at::Tensor> tensors{tensor};
-  c10d::AllreduceOptions options;
-  options.reduceOp = to_c10d(op);
-  options.timeout = to_ms(timeout_secs);
-  wait_for(backend_->group->allreduce(tensors, options), "allreduce", *this, timeout_secs);
+  backend_->allreduce(tensor, op, timeout_secs > 0 ? timeout_secs : timeout_secs_);
 }
 
 void ProcessGroup::broadcast(at::Tensor& tensor, int root, double timeout_secs) {
@@ -136,12 +113,7 @@ void ProcessGroup::broadcast(at::Tensor& tensor, int root, double timeout_secs) 
   }
   if (!backend_) return;
   check_tensor(tensor, "broadcast");
-  if (timeout_secs <= 0) timeout_secs = timeout_secs_;
-  std::vector<at::Tensor> tensors{tensor};
-  c10d::BroadcastOptions options;
-  options.rootRank = root;
-  options.timeout = to_ms(timeout_secs);
-  wait_for(backend_->group->broadcast(tensors, options), "broadcast", *this, timeout_secs);
+  backend_->broadcast(tensor, root, timeout_secs > 0 ? timeout_secs : timeout_secs_);
 }
 
 std::string ProcessGroup::broadcast_bytes(const std::string& bytes, int root, double timeout_secs) {
@@ -166,10 +138,7 @@ bool ProcessGroup::any(bool value, double timeout_secs) {
 
 void ProcessGroup::barrier(double timeout_secs) {
   if (!backend_) return;
-  if (timeout_secs <= 0) timeout_secs = timeout_secs_;
-  c10d::BarrierOptions options;
-  options.timeout = to_ms(timeout_secs);
-  wait_for(backend_->group->barrier(options), "barrier", *this, timeout_secs);
+  backend_->barrier(timeout_secs > 0 ? timeout_secs : timeout_secs_);
 }
 
 std::shared_ptr<ProcessGroup> init(const InitOptions& options) {
@@ -178,13 +147,14 @@ std::shared_ptr<ProcessGroup> init(const InitOptions& options) {
     throw InvalidArgument(fmt::format(
         "trainhooks distributed: timeout_secs must be positive, not {}", options.timeout_secs));
   }
+  const std::string backend = backend_name(options);
   const std::optional<int> rank = options.rank ? options.rank : int_from_env("RANK", 0, kMaxInt);
   const std::optional<int> world_size =
       options.world_size ? options.world_size : int_from_env("WORLD_SIZE", 1, kMaxInt);
-  std::shared_ptr<ProcessGroup> pg(new ProcessGroup());
-  pg->timeout_secs_ = options.timeout_secs;
-  pg->restart_count_ = int_from_env("TORCHELASTIC_RESTART_COUNT", 0, kMaxInt).value_or(0);
-  if (!rank && !world_size) return pg;  // a group of one
+  ProcessGroupOptions group_options{
+      .restart_count = int_from_env("TORCHELASTIC_RESTART_COUNT", 0, kMaxInt).value_or(0),
+      .timeout_secs = options.timeout_secs};
+  if (!rank && !world_size) return std::make_shared<ProcessGroup>(group_options);  // one
   if (!rank || !world_size) {
     throw InvalidArgument(fmt::format(
         "trainhooks distributed: {} is set but {} is not (set both, as torchrun does, or neither "
@@ -195,81 +165,39 @@ std::shared_ptr<ProcessGroup> init(const InitOptions& options) {
     throw InvalidArgument(fmt::format(
         "trainhooks distributed: rank {} is not in [0, world size {})", *rank, *world_size));
   }
-  pg->rank_ = *rank;
-  pg->world_size_ = *world_size;
-  pg->local_rank_ = options.local_rank ? *options.local_rank
-                                       : int_from_env("LOCAL_RANK", 0, kMaxInt).value_or(*rank);
-  if (*world_size == 1) return pg;
+  group_options.local_rank = options.local_rank
+                                 ? *options.local_rank
+                                 : int_from_env("LOCAL_RANK", 0, kMaxInt).value_or(*rank);
+  if (*world_size == 1) return std::make_shared<ProcessGroup>(group_options);
 
-  auto backend = std::make_unique<ProcessGroup::Backend>();
-  const auto timeout = to_ms(options.timeout_secs);
-  std::string where;
-  bool local = true;
-  try {
-    if (!options.file_store.empty()) {
-      where = "file store " + options.file_store;
-      backend->store = c10::make_intrusive<c10d::FileStore>(options.file_store, *world_size);
-      backend->store->setTimeout(timeout);
-    } else {
-      const std::string addr =
-          !options.master_addr.empty() ? options.master_addr : string_from_env("MASTER_ADDR");
-      if (addr.empty()) {
-        throw InvalidArgument(
-            "trainhooks distributed: MASTER_ADDR is not set (the chief's address; torchrun sets "
-            "it), and no file store was given");
-      }
-      const std::optional<int> port =
-          options.master_port ? options.master_port : int_from_env("MASTER_PORT", 1, 65535);
-      if (!port) {
-        throw InvalidArgument(
-            "trainhooks distributed: MASTER_PORT is not set (the chief's store port; torchrun "
-            "sets it)");
-      }
-      if (*port < 1 || *port > 65535) {
-        throw InvalidArgument(
-            fmt::format("trainhooks distributed: master_port {} is not in [1, 65535]", *port));
-      }
-      where = fmt::format("the store at {}:{}", addr, *port);
-      local = is_loopback(addr);
-      // Under torchrun's static rendezvous its agent already serves a store at this address, and
-      // each restart of the group uses keys of its own (as PyTorch's env:// initialisation).
-      const bool agent_store = string_from_env("TORCHELASTIC_USE_AGENT_STORE") == "True";
-      c10d::TCPStoreOptions store_options;
-      store_options.port = static_cast<uint16_t>(*port);
-      store_options.isServer = !agent_store && *rank == 0;
-      store_options.numWorkers = static_cast<size_t>(*world_size);
-      store_options.waitWorkers = !agent_store;
-      store_options.timeout = timeout;
-      store_options.multiTenant = true;
-      auto tcp = c10::make_intrusive<c10d::TCPStore>(addr, store_options);
-      if (agent_store) {
-        backend->store = c10::make_intrusive<c10d::PrefixStore>(
-            fmt::format("/worker/attempt_{}", pg->restart_count_), tcp);
-      } else {
-        backend->store = tcp;
-      }
+  internal::C10dRendezvous rendezvous{.rank = *rank,
+                                      .world_size = *world_size,
+                                      .file_store = options.file_store,
+                                      .restart_count = group_options.restart_count,
+                                      .timeout_secs = options.timeout_secs};
+  if (options.file_store.empty()) {
+    rendezvous.master_addr =
+        !options.master_addr.empty() ? options.master_addr : string_from_env("MASTER_ADDR");
+    if (rendezvous.master_addr.empty()) {
+      throw InvalidArgument(
+          "trainhooks distributed: MASTER_ADDR is not set (the chief's address; torchrun sets "
+          "it), and no file store was given");
     }
-    auto gloo_options = c10d::ProcessGroupGloo::Options::create(timeout);
-    gloo_options->devices.push_back(make_device(local));
-    backend->group = c10::make_intrusive<c10d::ProcessGroupGloo>(
-        c10::make_intrusive<c10d::PrefixStore>("trainhooks", backend->store), *rank, *world_size,
-        gloo_options);
-  } catch (const Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    std::string message = e.what();
-    if (const size_t nl = message.find('\n'); nl != std::string::npos) message.resize(nl);
-    const std::string text = fmt::format(
-        "trainhooks distributed: rank {} of {} could not join through {} within {} s: {}", *rank,
-        *world_size, where, options.timeout_secs, message);
-    if (message.find("imed out") != std::string::npos ||
-        message.find("imeout") != std::string::npos) {
-      throw DeadlineExceededError(text);
+    const std::optional<int> port =
+        options.master_port ? options.master_port : int_from_env("MASTER_PORT", 1, 65535);
+    if (!port) {
+      throw InvalidArgument(
+          "trainhooks distributed: MASTER_PORT is not set (the chief's store port; torchrun "
+          "sets it)");
     }
-    throw UnavailableError(text);
+    if (*port < 1 || *port > 65535) {
+      throw InvalidArgument(
+          fmt::format("trainhooks distributed: master_port {} is not in [1, 65535]", *port));
+    }
+    rendezvous.master_port = *port;
+    rendezvous.agent_store = string_from_env("TORCHELASTIC_USE_AGENT_STORE") == "True";
   }
-  pg->backend_ = std::move(backend);
-  return pg;
+  return std::make_shared<ProcessGroup>(internal::make_gloo_backend(rendezvous), group_options);
 }
 
 }  // namespace trainhooks::distributed

@@ -35,7 +35,8 @@ const char* const kVariables[] = {"RANK",
                                   "MASTER_ADDR",
                                   "MASTER_PORT",
                                   "TORCHELASTIC_RESTART_COUNT",
-                                  "TORCHELASTIC_USE_AGENT_STORE"};
+                                  "TORCHELASTIC_USE_AGENT_STORE",
+                                  "TRAINHOOKS_BACKEND"};
 
 // Clears torchrun's variables for a test and puts the process's own back afterwards.
 class ProcessGroupTest : public ::testing::Test {
@@ -77,6 +78,32 @@ TEST_F(ProcessGroupTest, WithoutTorchrunsVariablesItIsAGroupOfOne) {
   EXPECT_EQ(pg->broadcast_bytes("abc"), "abc");
   EXPECT_THAT(error_message<th::InvalidArgument>([&] { pg->broadcast(t, 1); }),
               HasSubstr("broadcast root 1 is not a rank of rank 0 of 1"));
+}
+
+TEST_F(ProcessGroupTest, TheBackendIsGlooUnlessTheOptionsOrTheEnvironmentNameAnother) {
+  EXPECT_EQ(dist::init()->backend_name(), "none");  // a group of one has no backend
+  EXPECT_EQ(dist::init({.backend = "gloo"})->world_size(), 1);
+  EXPECT_EQ(error_message<th::UnimplementedError>([] { dist::init({.backend = "nccl"}); }),
+            "trainhooks distributed: backend 'nccl' (InitOptions::backend) is not available: this "
+            "LibTorch was built without NCCL (c10d's USE_C10D_NCCL); available: gloo");
+  set({{"TRAINHOOKS_BACKEND", "mpi"}});
+  EXPECT_EQ(error_message<th::UnimplementedError>([] { dist::init(); }),
+            "trainhooks distributed: backend 'mpi' (TRAINHOOKS_BACKEND) is not available: this "
+            "LibTorch was built without MPI (c10d's USE_C10D_MPI); available: gloo");
+  set({{"TRAINHOOKS_BACKEND", "ucc"}});
+  EXPECT_EQ(error_message<th::InvalidArgument>([] { dist::init(); }),
+            "trainhooks distributed: unknown backend 'ucc' (TRAINHOOKS_BACKEND); known backends: "
+            "gloo, nccl, mpi");
+  // The options win over the environment.
+  EXPECT_EQ(dist::init({.backend = "gloo"})->backend_name(), "none");
+}
+
+TEST_F(ProcessGroupTest, AGroupRejectsANullBackendAndANonPositiveTimeout) {
+  EXPECT_EQ(error_message<th::InvalidArgument>([] { dist::ProcessGroup(nullptr); }),
+            "trainhooks distributed: ProcessGroup: the backend is null");
+  EXPECT_EQ(error_message<th::InvalidArgument>(
+                [] { dist::ProcessGroup(dist::ProcessGroupOptions{.timeout_secs = 0}); }),
+            "trainhooks distributed: timeout_secs must be positive, not 0");
 }
 
 TEST_F(ProcessGroupTest, TorchrunsVariablesAreRead) {

@@ -1,11 +1,11 @@
-// Process groups for data-parallel training on LibTorch's c10d: a Gloo process group over a TCP
-// store (the rendezvous that torchrun sets up) or a file store, with the collectives the
-// distributed hooks and the gradient averaging use.
+// Process groups for data-parallel training: the collectives the distributed hooks and the
+// gradient averaging use, over a CollectiveBackend (collective_backend.h). init() joins LibTorch's
+// c10d Gloo process group over a TCP store (the rendezvous that torchrun sets up) or a file store.
 //
-//   auto pg = th::distributed::init();  // torchrun's RANK, WORLD_SIZE, MASTER_ADDR, ...
-//   g.minimize("train", loss, th::sgd(0.1),
-//              {.gradient_transforms = {th::distributed::average_gradients(pg)}});
-//   th::MonitoredTrainingSession sess(g, {.checkpoint_dir = dir, .process_group = pg});
+//   auto dp = th::distributed::data_parallel(th::distributed::init());  // RANK, WORLD_SIZE, ...
+//   auto train = g.minimize("train", loss, th::sgd(0.1), dp.minimize_options());
+//   th::MonitoredTrainingSession sess(g, {.checkpoint_dir = dir,
+//                                         .process_group = dp.process_group()});
 //
 // Launched with Debian's torchrun (torch 1.13 on Python 3.11, which needs --no_python and a
 // non-zero --redirects / --tee):
@@ -29,6 +29,8 @@
 #include <optional>
 #include <string>
 
+#include "trainhooks/distributed/collective_backend.h"
+
 namespace trainhooks::distributed {
 
 struct InitOptions {
@@ -45,12 +47,30 @@ struct InitOptions {
   std::string file_store;
   // The rendezvous (all world_size processes reached the store) and every collective.
   double timeout_secs = 300;
+  // The collective backend: "gloo"; "nccl" and "mpi" where LibTorch was built with them (Debian's
+  // LibTorch has neither: UnimplementedError saying so). Empty: the environment variable
+  // TRAINHOOKS_BACKEND, else "gloo". An unknown name is an InvalidArgument listing the known ones,
+  // also for a group of one, which uses no backend.
+  std::string backend;
 };
 
-enum class ReduceOp { kSum, kMax, kMin };
+struct ProcessGroupOptions {
+  // This process's rank among those of its machine; < 0: the rank.
+  int local_rank = -1;
+  // TORCHELASTIC_RESTART_COUNT (see restart_count()).
+  int restart_count = 0;
+  // Each collective's bound unless the call gives its own.
+  double timeout_secs = 300;
+};
 
 class ProcessGroup {
  public:
+  // A group of one: no backend, and every collective returns at once with its input.
+  explicit ProcessGroup(ProcessGroupOptions options = {});
+  // The ranks of `backend`: rank() and world_size() are the backend's. InvalidArgument when
+  // backend is null, timeout_secs is not positive or the backend's rank is not in [0, world size).
+  explicit ProcessGroup(std::unique_ptr<CollectiveBackend> backend,
+                        ProcessGroupOptions options = {});
   ~ProcessGroup();
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;
@@ -64,6 +84,8 @@ class ProcessGroup {
   double timeout_secs() const { return timeout_secs_; }
   // "rank 1 of 2".
   std::string describe() const;
+  // The backend's name ("gloo", "fake"); "none" for a group of one.
+  std::string backend_name() const;
 
   // In place, on every rank: `tensor` becomes the reduction over the ranks (contiguous CPU).
   // `timeout_secs` <= 0: the group's timeout.
@@ -77,25 +99,21 @@ class ProcessGroup {
   // Returns when every rank called it.
   void barrier(double timeout_secs = 0);
 
-  struct Backend;  // c10d's store and process group (process_group.cpp)
-
  private:
-  friend std::shared_ptr<ProcessGroup> init(const InitOptions& options);
-  ProcessGroup() = default;
-
   int rank_ = 0;
   int world_size_ = 1;
   int local_rank_ = 0;
   int restart_count_ = 0;
   double timeout_secs_ = 300;
-  std::unique_ptr<Backend> backend_;  // null for a group of one
+  std::unique_ptr<CollectiveBackend> backend_;  // null for a group of one
 };
 
 // Joins the group that the options and torchrun's environment describe (see InitOptions).
 // InvalidArgument naming the variable or option that is missing or malformed (a rank outside
 // [0, world_size), a port outside [1, 65535], RANK without WORLD_SIZE); DeadlineExceededError
 // naming the store's address when the other processes do not arrive within timeout_secs, and
-// UnavailableError when the master cannot be reached.
+// UnavailableError when the master cannot be reached. The backend's name is checked first
+// (InitOptions::backend).
 std::shared_ptr<ProcessGroup> init(const InitOptions& options = {});
 
 }  // namespace trainhooks::distributed
