@@ -324,8 +324,10 @@ int run(const Flags& f) {
   // Each line as it is printed, also into a pipe or a log file (the log lines go to stderr).
   std::cout << std::unitbuf;
   // With --distributed, torchrun's processes; else a group of one.
-  std::shared_ptr<th::distributed::ProcessGroup> pg;
-  if (f.distributed) pg = th::distributed::init();
+  // One object gives the train op's gradient averaging and the session's process group.
+  std::optional<th::distributed::DataParallel> dp;
+  if (f.distributed) dp = th::distributed::data_parallel(th::distributed::init());
+  const std::shared_ptr<th::distributed::ProcessGroup> pg = dp ? dp->process_group() : nullptr;
   const bool chief = !pg || pg->is_chief();
   const int world = pg ? pg->world_size() : 1;
   // LibTorch's default may be one thread (it counts physical cores as it sees them): use them
@@ -479,9 +481,8 @@ int run(const Flags& f) {
   });
 
   auto optimizer = f.optimizer == "adam" ? th::adam(f.lr) : th::sgd(f.lr, {.momentum = 0.9});
-  th::MinimizeOptions minimize;
-  if (pg) minimize.gradient_transforms = {th::distributed::average_gradients(pg)};
-  auto train_op = g.minimize("train_op", loss, optimizer, minimize);
+  auto train_op =
+      g.minimize("train_op", loss, optimizer, dp ? dp->minimize_options() : th::MinimizeOptions{});
   th::LearningRateSchedule schedule = plan_schedule(*plan, f.lr);
 
   // Summaries of the training run (SummarySaverHook writes them every --summary-steps).

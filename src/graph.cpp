@@ -386,6 +386,12 @@ Node Graph::train_op_loss(Node n) const {
   return state_->train_ops[e.train_index].loss;
 }
 
+std::span<const GradientTransform> Graph::gradient_transforms(Node n) const {
+  const auto& e = entry_of_kind(*state_, n, NodeKind::kTrainOp, "gradient_transforms");
+  const auto& op = state_->train_ops[e.train_index];
+  return std::span<const GradientTransform>(op.transforms).subspan(op.clips ? 1 : 0);
+}
+
 InputPosition Graph::input_position(Node n) const {
   const auto& e = entry_of_kind(*state_, n, NodeKind::kInput, "input_position");
   return state_->inputs[e.input_group].position;

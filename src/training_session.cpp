@@ -10,6 +10,7 @@
 #include "trainhooks/checkpoint/checkpoint_manager.h"
 #include "trainhooks/distributed/agreed_stop_policy.h"
 #include "trainhooks/distributed/broadcast_variables_hook.h"
+#include "trainhooks/distributed/data_parallel.h"
 #include "trainhooks/distributed/process_group.h"
 #include "trainhooks/errors.h"
 #include "trainhooks/graph.h"
@@ -137,6 +138,9 @@ MonitoredTrainingSession::Parts MonitoredTrainingSession::assemble(
                                           .recovery_backoff_secs = o.recovery_backoff_secs,
                                           .stop_policy = o.stop_policy};
   const auto& pg = o.process_group;
+  // Before any collective: a train op that does not average across the session's group (or
+  // averages across another) would let the ranks drift apart silently.
+  distributed::check_data_parallel(graph, pg, o.hooks);
   const bool distributed = pg && pg->world_size() > 1;
   if (distributed) {
     // A recovery would recreate this rank's session alone while the others wait in a collective.

@@ -24,6 +24,7 @@
 #include <initializer_list>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <typeindex>
@@ -201,6 +202,10 @@ class Graph {
   // The name of the train op's optimizer factory ("sgd", "adam", ...), for messages.
   const std::string& optimizer_name(Node train_op) const;
   Node train_op_loss(Node train_op) const;
+  // The train op's MinimizeOptions::gradient_transforms, in order (clip_global_norm's is not
+  // among them): what MonitoredTrainingSession inspects to check that a data-parallel train op
+  // averages its gradients (distributed/data_parallel.h).
+  std::span<const GradientTransform> gradient_transforms(Node train_op) const;
   // Position of an input (any of its component nodes).
   InputPosition input_position(Node input) const;
   // The options an input reads with: as given, with the shard and batch of shard_inputs().

@@ -15,6 +15,7 @@
 #include "trainhooks/distributed/average_gradients.h"
 #include "trainhooks/distributed/broadcast_variables_hook.h"
 #include "trainhooks/distributed/collective_backend.h"
+#include "trainhooks/distributed/data_parallel.h"
 #include "trainhooks/distributed/model_average_hook.h"
 #include "trainhooks/distributed/process_group.h"
 #include "trainhooks/distributed/replica_consistency_hook.h"

@@ -83,7 +83,10 @@ struct MonitoredTrainingSessionOptions {
   // max_wait_secs); the stop decision is agreed across the ranks (distributed/agreed_stop_policy.h)
   // unless stop_policy is given; inputs left at num_shards 1 read the shard of this rank; and a
   // failed run is not recovered when the group has several processes. The gradients are averaged
-  // by the train op (distributed/average_gradients.h), not here.
+  // by the train op, not here: give both the same distributed::data_parallel(pg)
+  // (distributed/data_parallel.h). A group of several ranks whose train op does not average
+  // across it (nor a ModelAverageHook in `hooks`), or a train op averaging across a group not
+  // given here, is an InvalidArgument at construction (distributed::check_data_parallel).
   std::shared_ptr<distributed::ProcessGroup> process_group;
 };
 

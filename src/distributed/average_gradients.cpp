@@ -135,14 +135,40 @@ class GradientAverager {
   std::vector<Bucket> buckets_;
 };
 
+// The transform that average_gradients() and averaging_transform() return: a named type, so that
+// averaging_group() can recognise it inside a GradientTransform.
+struct Averaging {
+  std::shared_ptr<ProcessGroup> group;
+  std::shared_ptr<GradientAverager> averager;  // average_gradients()'s
+  GradientTransform custom;                    // else the program's own
+  void operator()(std::span<at::Tensor> grads) const {
+    if (averager)
+      (*averager)(grads);
+    else
+      custom(grads);
+  }
+};
+
 }  // namespace
 
 GradientTransform average_gradients(std::shared_ptr<ProcessGroup> group,
                                     AverageGradientsOptions options) {
   if (!group) throw InvalidArgument("average_gradients: the process group is null");
   if (options.bucket_bytes == 0) throw InvalidArgument("average_gradients: bucket_bytes is 0");
-  auto averager = std::make_shared<GradientAverager>(std::move(group), options);
-  return [averager](std::span<at::Tensor> grads) { (*averager)(grads); };
+  auto averager = std::make_shared<GradientAverager>(group, options);
+  return Averaging{.group = std::move(group), .averager = std::move(averager)};
+}
+
+GradientTransform averaging_transform(std::shared_ptr<ProcessGroup> group,
+                                      GradientTransform average) {
+  if (!group) throw InvalidArgument("averaging_transform: the process group is null");
+  if (!average) throw InvalidArgument("averaging_transform: the transform is empty");
+  return Averaging{.group = std::move(group), .custom = std::move(average)};
+}
+
+std::shared_ptr<ProcessGroup> averaging_group(const GradientTransform& transform) {
+  const Averaging* averaging = transform.target<Averaging>();
+  return averaging ? averaging->group : nullptr;
 }
 
 }  // namespace trainhooks::distributed

@@ -11,7 +11,7 @@
 // every S steps (and at the end). Exit status 0, or 1 with `error: <what>` on stderr.
 //
 //   distributed_trainer --last-step L --batch B [--dir DIR --save-steps S] [--file-store F]
-//       [--mode sync|local|none] [--average-every K] [--check-every K]
+//       [--mode sync|local] [--average-every K] [--check-every K]
 //       [--die-at-step S]         rank 1 SIGKILLs itself there on the group's first start
 //       [--stop-rank R --stop-at S]  rank R alone requests a stop at global step S
 //       [--perturb-at S]          rank 1 changes b by 1e-3 there (the consistency check fails)

@@ -7,6 +7,10 @@
 //   g.minimize("train", loss, th::sgd(0.1),
 //              {.gradient_transforms = {th::distributed::average_gradients(pg)}});
 //
+// data_parallel.h's DataParallel::minimize_options() adds it for you; MonitoredTrainingSession
+// refuses a group of several ranks whose train op averages neither through it nor through a
+// transform of the program's own marked by averaging_transform().
+//
 // The gradients are packed, in variable order, into flat buckets of one dtype of at most
 // bucket_bytes (a gradient larger than that has a bucket of its own), one allreduce per bucket,
 // then scaled by 1 / world_size and copied back. The buckets are kept from step to step.
@@ -36,5 +40,16 @@ struct AverageGradientsOptions {
 // gradients unchanged.
 GradientTransform average_gradients(std::shared_ptr<ProcessGroup> group,
                                     AverageGradientsOptions options = {});
+
+// A transform of the program's own that averages the gradients across `group` (another bucketing,
+// compression), marked as averaging so that MonitoredTrainingSession accepts its train op as
+// data-parallel (data_parallel.h). Runs `average` unchanged. InvalidArgument when `group` is null
+// or `average` empty.
+GradientTransform averaging_transform(std::shared_ptr<ProcessGroup> group,
+                                      GradientTransform average);
+
+// The group that `transform` averages across when it is one of average_gradients() or
+// averaging_transform(); null otherwise.
+std::shared_ptr<ProcessGroup> averaging_group(const GradientTransform& transform);
 
 }  // namespace trainhooks::distributed
