@@ -74,8 +74,11 @@ class GradientAverager {
       l.defined = g.defined();
       if (l.defined) {
         if (!g.device().is_cpu()) {
-          throw InvalidArgument(
-              "average_gradients: gradients must be CPU tensors (the Gloo process group)");
+          // Every backend this LibTorch offers (Gloo) reduces CPU tensors.
+          throw InvalidArgument(fmt::format(
+              "average_gradients: gradients must be CPU tensors (the process group's backend "
+              "'{}' reduces CPU tensors), got {}",
+              group_->backend_name(), g.device().str()));
         }
         l.dtype = g.scalar_type();
         l.sizes = g.sizes().vec();

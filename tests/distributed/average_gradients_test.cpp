@@ -69,6 +69,22 @@ TEST(AverageGradientsTest, RanksWithDifferentGradientsFailOnTheFirstStep) {
   }
 }
 
+// Refused before any collective, on every rank, naming the backend and the device.
+TEST(AverageGradientsTest, GradientsOffTheCpuAreRefusedNamingTheBackend) {
+  auto groups = dist::make_fake_process_groups(2);
+  auto errors = dist::run_ranks(2, [&](int rank) {
+    std::vector<at::Tensor> grads{at::empty({2}, at::TensorOptions().device(at::kMeta))};
+    dist::average_gradients(groups[rank])(grads);
+  });
+  for (int rank = 0; rank < 2; ++rank) {
+    ASSERT_TRUE(errors[rank]) << rank;
+    EXPECT_EQ(th::testing::error_message<th::InvalidArgument>(
+                  [&] { std::rethrow_exception(errors[rank]); }),
+              "average_gradients: gradients must be CPU tensors (the process group's backend "
+              "'fake' reduces CPU tensors), got meta");
+  }
+}
+
 TEST(AverageGradientsTest, APeerFailingMidAllreduceEndsTheOtherRankWithUnavailableError) {
   // Collective 0 is the first step's check of the layout; collective 1 the first bucket.
   auto groups = dist::make_fake_process_groups(2, {.failures = {{.rank = 1, .collective = 1}}});
