@@ -6,16 +6,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "trainhooks/hook.h"
 #include "trainhooks/session.h"
 
-namespace trainhooks {
-
-class SessionRunHook;
-
-namespace internal {
+namespace trainhooks::internal {
 
 class HookRunner {
  public:
@@ -47,5 +44,4 @@ class HookRunner {
   uint64_t feed_stamp_ = 0;
 };
 
-}  // namespace internal
-}  // namespace trainhooks
+}  // namespace trainhooks::internal

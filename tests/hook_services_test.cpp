@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <torch/optim/optimizer.h>
 
+#include <limits>
 #include <memory>
 #include <optional>
 
@@ -83,7 +84,8 @@ TEST(HookServicesTest, TheLearningRateScaleIsOneUntilSetAndNeverNegativeOrInfini
                 [&] { s.set_learning_rate_scale(m.train, -1); }),
             "HookServices: the learning-rate scale of 'train' must be finite and non-negative, "
             "got -1");
-  EXPECT_THROW(s.set_learning_rate_scale(m.train, 1.0 / 0.0), th::InvalidArgument);
+  EXPECT_THROW(s.set_learning_rate_scale(m.train, std::numeric_limits<double>::infinity()),
+               th::InvalidArgument);
 }
 
 // The schedule hook applies the scale of its own session only: a scale set in an earlier session

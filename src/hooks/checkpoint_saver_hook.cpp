@@ -111,13 +111,15 @@ void CheckpointSaverHook::begin() {
     // Made here, not in the constructor: the hook's Env is known from begin() on.
     const compat::v1::SaverOptions& o =
         options_.saver ? options_.saver->options() : options_.saver_options;
-    manager_ = std::make_shared<CheckpointManager>(
-        checkpoint_dir_,
-        CheckpointManagerOptions{.basename = options_.checkpoint_basename,
-                                 .max_to_keep = o.max_to_keep,
-                                 .keep_checkpoint_every_n_hours = o.keep_checkpoint_every_n_hours,
-                                 .save_relative_paths = o.save_relative_paths,
-                                 .env = options_.saver ? o.env : o.env.or_else(env())});
+    // Assigned member by member: GCC 12 warns (maybe-uninitialized) about the keep_best a
+    // designated initializer leaves out.
+    CheckpointManagerOptions manager_options;
+    manager_options.basename = options_.checkpoint_basename;
+    manager_options.max_to_keep = o.max_to_keep;
+    manager_options.keep_checkpoint_every_n_hours = o.keep_checkpoint_every_n_hours;
+    manager_options.save_relative_paths = o.save_relative_paths;
+    manager_options.env = options_.saver ? o.env : o.env.or_else(env());
+    manager_ = std::make_shared<CheckpointManager>(checkpoint_dir_, std::move(manager_options));
   }
   std::error_code ec;
   fs::create_directories(checkpoint_dir_, ec);

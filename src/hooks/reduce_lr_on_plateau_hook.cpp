@@ -94,8 +94,7 @@ void ReduceLROnPlateauHook::begin() {
   }
   // A restore (after begin) loads the checkpointed state over this.
   reset();
-  begun_ = true;
-  services().set_learning_rate_scale(train_op_, scale_);
+  begun_ = true;  // a restore publishes its scale; the session's services start at 1
   optimizer_ = nullptr;
   warned_missing_ = false;
 }
