@@ -148,11 +148,11 @@ class MonitoredLoop {
             .loss = loss, .mode = th::ProgressBarMode::kPlain, .fd = devnull_.fd}),
     };
     sess_ = std::make_unique<th::MonitoredTrainingSession>(
-        g_, th::MonitoredTrainingSessionOptions{.checkpoint_dir = dir_.string(),
-                                                .hooks = hooks,
-                                                .save_checkpoint_secs = 1e9,
-                                                .save_summaries_steps = kNever,
-                                                .log_step_count_steps = kNever});
+        g_, th::MonitoredTrainingSessionOptions{
+                .checkpoint_dir = dir_.string(),
+                .hooks = hooks,
+                .checkpoints = {.save_secs = 1e9},
+                .summaries = {.save_steps = kNever, .log_step_count_steps = kNever}});
   }
 
   ~MonitoredLoop() {

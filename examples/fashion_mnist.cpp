@@ -572,15 +572,14 @@ int run(const Flags& f) {
 
   auto start = std::chrono::steady_clock::now();
   th::MonitoredTrainingSession sess(
-      g,
-      {.checkpoint_dir = f.logdir,
-       .hooks = hooks,
-       .chief_only_hooks = chief_only_hooks,
-       .save_checkpoint_secs = f.save_steps ? std::nullopt : std::optional<double>(60),
-       .save_checkpoint_steps = f.save_steps ? std::optional<int64_t>(f.save_steps) : std::nullopt,
-       .save_summaries_steps = f.summary_steps,
-       .log_step_count_steps = 1000,
-       .process_group = pg});
+      g, {.checkpoint_dir = f.logdir,
+          .hooks = hooks,
+          .chief_only_hooks = chief_only_hooks,
+          .checkpoints = {.save_secs = f.save_steps ? std::nullopt : std::optional<double>(60),
+                          .save_steps =
+                              f.save_steps ? std::optional<int64_t>(f.save_steps) : std::nullopt},
+          .summaries = {.save_steps = f.summary_steps, .log_step_count_steps = 1000},
+          .distributed = {.process_group = pg}});
   const int64_t first_step = g.global_step_value();
   if (first_step > 0 && chief) std::cout << fmt::format("Resumed at step {}\n", first_step);
   while (!sess.should_stop()) sess.run(train_op);

@@ -82,14 +82,15 @@ int train(const Flags& f) {
   th::summary::scalar(g, "b", b);
 
   auto hook = std::make_shared<MyHook>(loss, f.model_path);
-  th::MonitoredTrainingSessionOptions options{.hooks = {hook}, .log_step_count_steps = 10};
+  th::MonitoredTrainingSessionOptions options{.hooks = {hook},
+                                              .summaries = {.log_step_count_steps = 10}};
   if (!f.logdir.empty()) {
-    options.save_summaries_steps = 10;
+    options.summaries.save_steps = 10;
     options.summary_dir = f.logdir;
   }
   if (!f.checkpoint_dir.empty()) {
     options.checkpoint_dir = f.checkpoint_dir;  // restores the newest checkpoint found there
-    options.save_checkpoint_steps = f.save_steps;
+    options.checkpoints.save_steps = f.save_steps;
   }
   th::MonitoredTrainingSession sess(g, options);
   std::cout << "Starting at global step " << g.global_step_value() << "\n";

@@ -2,13 +2,13 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
-#include <cmath>
 #include <string>
 
 #include "hook_runner.h"
+#include "recovery.h"
+#include "stop_decision.h"
 #include "trainhooks/errors.h"
-#include "trainhooks/preemption.h"
+#include "util/error_message.h"
 
 namespace trainhooks {
 
@@ -42,32 +42,6 @@ RunResults StepContext::run_with_hooks(const Fetches& fetches, FeedsView feeds,
 
 // ---- MonitoredSession -------------------------------------------------------------------------
 
-namespace {
-
-std::string what(const std::exception_ptr& error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-    return "unknown error";
-  }
-}
-
-bool is_preemption(const std::exception_ptr& error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const AbortedError&) {
-    return true;
-  } catch (const UnavailableError&) {
-    return true;
-  } catch (...) {
-    return false;
-  }
-}
-
-}  // namespace
-
 MonitoredSession::MonitoredSession(std::unique_ptr<SessionCreator> creator, Hooks hooks,
                                    MonitoredSessionOptions options)
     : creator_(std::move(creator)),
@@ -81,14 +55,8 @@ MonitoredSession::MonitoredSession(std::unique_ptr<SessionCreator> creator, Hook
     throw InvalidArgument(fmt::format("MonitoredSession: invalid stop_grace_period_secs {}",
                                       options_.stop_grace_period_secs));
   }
-  if (options_.max_recovery_attempts < 0) {
-    throw InvalidArgument(fmt::format("MonitoredSession: invalid max_recovery_attempts {}",
-                                      options_.max_recovery_attempts));
-  }
-  if (!(options_.recovery_backoff_secs >= 0)) {
-    throw InvalidArgument(fmt::format("MonitoredSession: invalid recovery_backoff_secs {}",
-                                      options_.recovery_backoff_secs));
-  }
+  recovery_ = std::make_unique<internal::Recovery>(options_.recovery, env_);
+  stop_ = std::make_unique<internal::StopDecision>(options_.stop_policy);
   for (size_t i = 0; i < hooks_.size(); ++i) {
     if (!hooks_[i]) throw InvalidArgument(fmt::format("MonitoredSession: hooks[{}] is null", i));
   }
@@ -107,7 +75,7 @@ MonitoredSession::~MonitoredSession() {
     close();
   } catch (...) {
     // A destructor cannot raise: the error is said here, with the work it lost, at ERROR.
-    std::string error = what(std::current_exception());
+    std::string error = internal::error_message(std::current_exception());
     std::string lost;
     try {
       lost = unsaved_steps();
@@ -166,68 +134,8 @@ Session& MonitoredSession::raw_session() {
   return *session_;
 }
 
-namespace {
-
-constexpr double kMaxBackoffSecs = 60;
-// A signal is seen within this long during a backoff (the Env's sleeper is not interruptible).
-constexpr double kBackoffSliceSecs = 1;
-
-}  // namespace
-
 bool MonitoredSession::should_recover(std::exception_ptr& error) {
-  // TF's _CoordinatedSession: an error that another thread's preemption caused (a cancelled
-  // queue, a closed peer) is raised as that preemption, its root cause.
-  if (!is_preemption(error)) {
-    std::exception_ptr root = coord_->requested_exception();
-    if (root && is_preemption(root)) error = root;
-  }
-  if (!options_.recoverable || in_step_fn_ || closed_ || !is_preemption(error)) return false;
-  if (std::string reason = reason_not_to_recover(); !reason.empty()) {
-    env_.error(fmt::format("Not recovering the session: {}. Error: {}", reason, what(error)));
-    return false;
-  }
-  if (recovery_attempts_ >= options_.max_recovery_attempts) {
-    env_.error(
-        fmt::format("Giving up after {} consecutive attempts to recover the session. Error: {}",
-                    recovery_attempts_, what(error)));
-    return false;
-  }
-  ++recovery_attempts_;
-  env_.info(fmt::format(
-      "An error was raised. This may be due to a preemption in a connected worker or parameter "
-      "server. The current session will be closed and a new session will be created. Error: {}",
-      what(error)));
-  if (recovery_attempts_ > 1 && options_.recovery_backoff_secs > 0) {
-    backoff(std::min(kMaxBackoffSecs,
-                     options_.recovery_backoff_secs * std::ldexp(1.0, recovery_attempts_ - 2)));
-    if (std::string reason = reason_not_to_recover(); !reason.empty()) {
-      env_.error(fmt::format("Not recovering the session: {}. Error: {}", reason, what(error)));
-      return false;
-    }
-  }
-  return true;
-}
-
-std::string MonitoredSession::reason_not_to_recover() const {
-  // The process was asked to end: a new session would only be closed again, and a retry loop
-  // must not keep a preempted job alive.
-  if (const int sig = PreemptionHandler::received_signal()) {
-    return fmt::format("received {}", signal_name(sig));
-  }
-  // Training was going to stop anyway (a hook, a step function or a thread asked for it).
-  if (stop_requested_ || stop_decided_ ||
-      (coord_->should_stop() && !coord_->requested_exception())) {
-    return "a stop was requested";
-  }
-  return "";
-}
-
-void MonitoredSession::backoff(double seconds) {
-  while (seconds > 0 && PreemptionHandler::received_signal() == 0) {
-    const double slice = std::min(seconds, kBackoffSliceSecs);
-    env_.sleeper->sleep_for(slice);
-    seconds -= slice;
-  }
+  return recovery_->should_recover(error, *coord_, !in_step_fn_ && !closed_, stop_->stopping());
 }
 
 void MonitoredSession::reset_for_recovery() {
@@ -245,9 +153,7 @@ void MonitoredSession::reset_for_recovery() {
     env_.warning(fmt::format("While recovering the session: {}", e.what()));
   }
   coord_->clear_stop();
-  stop_requested_ = false;
-  end_of_input_ = false;
-  stop_decided_ = false;
+  stop_->reset();
 }
 
 void MonitoredSession::recover_or_rethrow(std::exception_ptr error) {
@@ -256,37 +162,26 @@ void MonitoredSession::recover_or_rethrow(std::exception_ptr error) {
   create_session_recovering();
 }
 
-bool MonitoredSession::recovers_from_coordinator() const {
-  if (!options_.recoverable || !coord_->has_error()) return false;
-  const std::exception_ptr error = coord_->requested_exception();
-  return error && is_preemption(error);
-}
-
 void MonitoredSession::decide_stop() {
   // A preemption stored in the Coordinator (even while this run was in its hooks' after_run) is
   // recovered from by the next should_stop() or run(), as one stored between runs: the stop that
   // storing it requested is not a reason to stop.
-  const bool coord_stop = coord_->should_stop() && !recovers_from_coordinator();
-  const bool local = stop_requested_ || end_of_input_ || coord_stop;
-  const bool decided = options_.stop_policy ? options_.stop_policy->decide(local) : local;
-  stop_decided_ = stop_decided_ || decided;
+  stop_->decide(coord_->should_stop() && !recovery_->recovers_from(*coord_));
 }
 
-bool MonitoredSession::should_stop_checked() {
+bool MonitoredSession::should_stop() {
   if (closed_) return true;
   if (coord_->has_error()) {
     std::exception_ptr error = coord_->requested_exception();
     if (error) {
       // TF's _RecoverableSession: any other error makes should_stop() true instead of raising;
       // close() raises it. A session that does not recover raises it here.
-      if (options_.recoverable && !is_preemption(error)) return true;
+      if (recovery_->enabled() && !internal::Recovery::is_preemption(error)) return true;
       recover_or_rethrow(error);
       return false;  // recovered: a new session
     }
   }
-  if (stop_decided_) return true;
-  // Alone, this process also honours a Coordinator stop between runs, as TF's should_stop().
-  return !options_.stop_policy && coord_->should_stop();
+  return stop_->should_stop(*coord_);
 }
 
 void MonitoredSession::check_not_stopped() {
@@ -296,16 +191,14 @@ void MonitoredSession::check_not_stopped() {
   // requests); should_stop() is true and close() raises the error.
   if (coord_->has_error()) {
     std::exception_ptr error = coord_->requested_exception();
-    if (error && is_preemption(error)) recover_or_rethrow(error);
+    if (error && internal::Recovery::is_preemption(error)) recover_or_rethrow(error);
   }
-  // A stop agreed with other processes is final: a run now would wait for peers that stopped.
-  if (stop_requested_ || end_of_input_ || (options_.stop_policy && stop_decided_))
-    throw RuntimeError("Run called even after should_stop requested.");
+  if (stop_->refuses_run()) throw RuntimeError("Run called even after should_stop requested.");
 }
 
 void MonitoredSession::finish_step_fn(bool stop_requested) {
-  if (stop_requested) stop_requested_ = true;
-  recovery_attempts_ = 0;
+  if (stop_requested) stop_->request();
+  recovery_->succeeded();
   decide_stop();
 }
 
@@ -330,15 +223,17 @@ void MonitoredSession::run_hooked(const Fetches& fetches, FeedsView feeds,
     try {
       if (!session_) create_session();
       try {
-        if (runner_->run(*session_, fetches, feeds, options, metadata, out)) stop_requested_ = true;
+        if (runner_->run(*session_, fetches, feeds, options, metadata, out)) stop_->request();
       } catch (const OutOfRangeError& e) {
         // The end of input, from an input or a hook, is the end of training: stop cleanly, as
-        // TF's `with` block does.
+        // TF's `with` block does; the run returns empty results marked end_of_input().
         env_.info(fmt::format("Reached the end of input; stopping: {}", e.what()));
-        end_of_input_ = true;
-        mark_end_of_input(session_->graph(), out);
+        stop_->reach_end_of_input();
+        out.clear();
+        out.set_graph(&session_->graph());
+        out.set_end_of_input(true);
       }
-      if (!in_step_fn_) recovery_attempts_ = 0;
+      if (!in_step_fn_) recovery_->succeeded();
       decide_stop();
       return;
     } catch (...) {
@@ -347,12 +242,6 @@ void MonitoredSession::run_hooked(const Fetches& fetches, FeedsView feeds,
       reset_for_recovery();
     }
   }
-}
-
-void MonitoredSession::mark_end_of_input(Graph& g, RunResults& out) {
-  out.clear();
-  out.set_graph(&g);
-  out.set_end_of_input(true);
 }
 
 void MonitoredSession::close() {
@@ -370,8 +259,8 @@ void MonitoredSession::close() {
         if (!first_error) {
           first_error = std::current_exception();
         } else {
-          env_.error(
-              fmt::format("hooks[{}].end() failed too: {}", i, what(std::current_exception())));
+          env_.error(fmt::format("hooks[{}].end() failed too: {}", i,
+                                 internal::error_message(std::current_exception())));
         }
       }
     }
@@ -383,7 +272,8 @@ void MonitoredSession::close() {
     // The Coordinator's error is the root cause (a thread's failure that stopped training, as
     // TF's close() raises it): it wins over a hook's end() error, which is logged.
     if (first_error) {
-      env_.error(fmt::format("A hook's end() failed too: {}", what(first_error)));
+      env_.error(
+          fmt::format("A hook's end() failed too: {}", internal::error_message(first_error)));
     }
     first_error = std::current_exception();
   }
@@ -413,7 +303,7 @@ namespace {
 
 // TF's SingularMonitoredSession does not recover: an Aborted error reaches the caller.
 MonitoredSessionOptions singular(MonitoredSessionOptions options) {
-  options.recoverable = false;
+  options.recovery.enabled = false;
   return options;
 }
 

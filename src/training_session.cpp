@@ -24,43 +24,51 @@ namespace trainhooks {
 namespace {
 
 void validate(const MonitoredTrainingSessionOptions& o) {
-  if (o.save_checkpoint_secs && o.save_checkpoint_steps) {
+  const auto& c = o.checkpoints;
+  const auto& s = o.summaries;
+  // TF's texts, with TF's names.
+  if (c.save_secs && c.save_steps) {
     throw InvalidArgument("Can not provide both save_checkpoint_secs and save_checkpoint_steps.");
   }
-  if (o.save_summaries_secs && o.save_summaries_steps) {
+  if (s.save_secs && s.save_steps) {
     throw InvalidArgument("Can not provide both save_summaries_secs and save_summaries_steps.");
   }
-  if (o.log_step_count_steps < 0) {
-    throw InvalidArgument(fmt::format("Invalid log_step_count_steps: {}", o.log_step_count_steps));
+  if (s.log_step_count_steps < 0) {
+    throw InvalidArgument(
+        fmt::format("Invalid summaries.log_step_count_steps: {}", s.log_step_count_steps));
   }
-  if (!(o.max_wait_secs >= 0))
-    throw InvalidArgument(fmt::format("Invalid max_wait_secs: {}", o.max_wait_secs));
-  if (o.max_to_keep && *o.max_to_keep < 0)
-    throw InvalidArgument(fmt::format("Invalid max_to_keep: {}", *o.max_to_keep));
+  if (!(o.distributed.max_wait_secs >= 0)) {
+    throw InvalidArgument(
+        fmt::format("Invalid distributed.max_wait_secs: {}", o.distributed.max_wait_secs));
+  }
+  // The manager's own options are checked by the manager; a change from their defaults without a
+  // directory would be ignored silently.
+  const CheckpointManagerOptions defaults;
+  const bool manager_changed =
+      c.manager.max_to_keep != defaults.max_to_keep ||
+      c.manager.keep_checkpoint_every_n_hours != defaults.keep_checkpoint_every_n_hours ||
+      c.manager.keep_best.n != 0 || c.manager.basename != defaults.basename;
   if (o.checkpoint_dir.empty() &&
-      (o.save_checkpoint_secs || o.save_checkpoint_steps || o.max_to_keep ||
-       o.keep_checkpoint_every_n_hours || o.keep_best.n != 0)) {
+      (c.save_secs || c.save_steps || c.async_save || manager_changed)) {
     throw InvalidArgument(
         "MonitoredTrainingSession: checkpoint options were given without checkpoint_dir");
   }
-  if (o.save_checkpoint_steps && *o.save_checkpoint_steps < 0) {
-    throw InvalidArgument(
-        fmt::format("Invalid save_checkpoint_steps: {}", *o.save_checkpoint_steps));
+  if (c.save_steps && *c.save_steps < 0) {
+    throw InvalidArgument(fmt::format("Invalid checkpoints.save_steps: {}", *c.save_steps));
   }
-  if (o.save_checkpoint_secs && !(*o.save_checkpoint_secs >= 0)) {
-    throw InvalidArgument(fmt::format("Invalid save_checkpoint_secs: {}", *o.save_checkpoint_secs));
+  if (c.save_secs && !(*c.save_secs >= 0)) {
+    throw InvalidArgument(fmt::format("Invalid checkpoints.save_secs: {}", *c.save_secs));
   }
-  if ((o.save_summaries_secs || o.save_summaries_steps) && o.summary_dir.empty() &&
-      o.checkpoint_dir.empty()) {
+  if ((s.save_secs || s.save_steps) && o.summary_dir.empty() && o.checkpoint_dir.empty()) {
     throw InvalidArgument(
         "MonitoredTrainingSession: summary options were given without summary_dir or "
         "checkpoint_dir");
   }
-  if (o.save_summaries_steps && *o.save_summaries_steps < 0) {
-    throw InvalidArgument(fmt::format("Invalid save_summaries_steps: {}", *o.save_summaries_steps));
+  if (s.save_steps && *s.save_steps < 0) {
+    throw InvalidArgument(fmt::format("Invalid summaries.save_steps: {}", *s.save_steps));
   }
-  if (o.save_summaries_secs && !(*o.save_summaries_secs >= 0)) {
-    throw InvalidArgument(fmt::format("Invalid save_summaries_secs: {}", *o.save_summaries_secs));
+  if (s.save_secs && !(*s.save_secs >= 0)) {
+    throw InvalidArgument(fmt::format("Invalid summaries.save_secs: {}", *s.save_secs));
   }
 }
 
@@ -73,7 +81,7 @@ bool is_preemption_hook(const std::shared_ptr<SessionRunHook>& h) {
 ResolvedTrainingOptions resolve_training_options(const MonitoredTrainingSessionOptions& o) {
   validate(o);
   ResolvedTrainingOptions r;
-  r.is_chief = o.process_group ? o.process_group->is_chief() : o.is_chief;
+  r.is_chief = o.distributed.process_group ? o.distributed.process_group->is_chief() : o.is_chief;
   // One PreemptionHook is enough: a program that passes its own keeps it where it put it.
   const bool has_own = std::any_of(o.hooks.begin(), o.hooks.end(), is_preemption_hook) ||
                        (r.is_chief && std::any_of(o.chief_only_hooks.begin(),
@@ -85,20 +93,20 @@ ResolvedTrainingOptions resolve_training_options(const MonitoredTrainingSessionO
   r.summary_dir = o.summary_dir.empty() ? o.checkpoint_dir : o.summary_dir;
   // Unlike TF, the step counter's log line does not need a summary directory: progress is
   // visible by default, and its summaries are written when a directory is configured.
-  r.log_step_count_steps = o.log_step_count_steps;
+  r.log_step_count_steps = o.summaries.log_step_count_steps;
   if (!r.summary_dir.empty()) {
-    if (o.save_summaries_secs) {
-      if (*o.save_summaries_secs > 0) r.save_summaries_secs = o.save_summaries_secs;
+    if (o.summaries.save_secs) {
+      if (*o.summaries.save_secs > 0) r.save_summaries_secs = o.summaries.save_secs;
     } else {
-      const int64_t steps = o.save_summaries_steps.value_or(100);
+      const int64_t steps = o.summaries.save_steps.value_or(100);
       if (steps > 0) r.save_summaries_steps = steps;
     }
   }
   if (!o.checkpoint_dir.empty()) {
-    if (o.save_checkpoint_steps) {
-      if (*o.save_checkpoint_steps > 0) r.save_checkpoint_steps = o.save_checkpoint_steps;
+    if (o.checkpoints.save_steps) {
+      if (*o.checkpoints.save_steps > 0) r.save_checkpoint_steps = o.checkpoints.save_steps;
     } else {
-      const double secs = o.save_checkpoint_secs.value_or(600);
+      const double secs = o.checkpoints.save_secs.value_or(600);
       if (secs > 0) r.save_checkpoint_secs = secs;
     }
   }
@@ -134,17 +142,16 @@ MonitoredTrainingSession::Parts MonitoredTrainingSession::assemble(
   MonitoredTrainingSession::Parts parts;
   parts.options = MonitoredSessionOptions{.stop_grace_period_secs = o.stop_grace_period_secs,
                                           .env = o.env,
-                                          .max_recovery_attempts = o.max_recovery_attempts,
-                                          .recovery_backoff_secs = o.recovery_backoff_secs,
+                                          .recovery = o.recovery,
                                           .stop_policy = o.stop_policy};
-  const auto& pg = o.process_group;
+  const auto& pg = o.distributed.process_group;
   // Before any collective: a train op that does not average across the session's group (or
   // averages across another) would let the ranks drift apart silently.
   distributed::check_data_parallel(graph, pg, o.hooks);
   const bool distributed = pg && pg->world_size() > 1;
   if (distributed) {
     // A recovery would recreate this rank's session alone while the others wait in a collective.
-    parts.options.recoverable = false;
+    parts.options.recovery.enabled = false;
     if (!parts.options.stop_policy) parts.options.stop_policy = distributed::agreed_stop_policy(pg);
     // Each rank reads its own shard of every input that was not sharded by the program.
     graph.shard_inputs(pg->world_size(), pg->rank());
@@ -155,12 +162,9 @@ MonitoredTrainingSession::Parts MonitoredTrainingSession::assemble(
   // see one list.
   std::shared_ptr<CheckpointManager> manager;
   if (!r.checkpoint_dir.empty()) {
-    CheckpointManagerOptions manager_options{.env = o.env};
-    if (o.max_to_keep) manager_options.max_to_keep = *o.max_to_keep;
-    if (o.keep_checkpoint_every_n_hours)
-      manager_options.keep_checkpoint_every_n_hours = *o.keep_checkpoint_every_n_hours;
-    manager_options.keep_best = o.keep_best;
-    manager = std::make_shared<CheckpointManager>(r.checkpoint_dir, manager_options);
+    CheckpointManagerOptions manager_options = o.checkpoints.manager;
+    manager_options.env = manager_options.env.or_else(o.env);
+    manager = std::make_shared<CheckpointManager>(r.checkpoint_dir, std::move(manager_options));
   }
   if (manager) {
     // The newest checkpoint listed, so that a failed close() names the steps it lost.
@@ -189,7 +193,8 @@ MonitoredTrainingSession::Parts MonitoredTrainingSession::assemble(
     // First, so that every other hook's after_create_session sees the chief's state (a
     // StopAtStepHook's num_steps counts from the chief's restored step).
     all.push_back(std::make_shared<distributed::BroadcastVariablesHook>(
-        pg, distributed::BroadcastVariablesHookOptions{.timeout_secs = o.max_wait_secs}));
+        pg,
+        distributed::BroadcastVariablesHookOptions{.timeout_secs = o.distributed.max_wait_secs}));
   }
   if (r.add_preemption_hook) all.push_back(std::make_shared<PreemptionHook>());
   if (!r.is_chief) {
@@ -211,7 +216,7 @@ MonitoredTrainingSession::Parts MonitoredTrainingSession::assemble(
     all.push_back(std::make_shared<CheckpointSaverHook>(
         manager, CheckpointSaverHookOptions{.save_secs = r.save_checkpoint_secs,
                                             .save_steps = r.save_checkpoint_steps,
-                                            .async_save = o.async_checkpoints}));
+                                            .async_save = o.checkpoints.async_save}));
   }
   all.insert(all.end(), o.hooks.begin(), o.hooks.end());
   return parts;

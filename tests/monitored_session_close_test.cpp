@@ -41,12 +41,12 @@ struct TrainingRun {
   // A chief saving every 50 steps, after `steps` steps.
   std::unique_ptr<th::MonitoredTrainingSession> train(int steps) {
     auto sess = std::make_unique<th::MonitoredTrainingSession>(
-        m.g, th::MonitoredTrainingSessionOptions{.checkpoint_dir = ckpt,
-                                                 .save_checkpoint_steps = 50,
-                                                 .save_summaries_steps = 0,
-                                                 .log_step_count_steps = 0,
-                                                 .handle_preemption_signals = false,
-                                                 .env = fake.env()});
+        m.g, th::MonitoredTrainingSessionOptions{
+                 .checkpoint_dir = ckpt,
+                 .checkpoints = {.save_steps = 50},
+                 .summaries = {.save_steps = 0, .log_step_count_steps = 0},
+                 .handle_preemption_signals = false,
+                 .env = fake.env()});
     for (int i = 0; i < steps; ++i) sess->run(m.train, m.feed());
     return sess;
   }

@@ -204,7 +204,7 @@ TEST(MonitoredSessionRecoveryTest, AbortedWhileCreatingTheFirstSessionIsRetried)
 TEST(MonitoredSessionRecoveryTest, RecoveryIsBoundedWithBackoff) {
   Fixture f;
   f.hook->on_before_run = [](ScriptedHook&) { throw th::AbortedError("always"); };
-  auto sess = f.session({.max_recovery_attempts = 4, .recovery_backoff_secs = 0.5});
+  auto sess = f.session({.recovery = {.max_attempts = 4, .backoff_secs = 0.5}});
   EXPECT_EQ(th::testing::error_message<th::AbortedError>([&] { sess->run(f.m.train, f.m.feed()); }),
             "always");
   EXPECT_EQ(f.hook->creations, 5);  // the first session and 4 recoveries
@@ -222,11 +222,10 @@ TEST(MonitoredSessionRecoveryTest, MonitoredTrainingSessionPassesTheRecoveryBoun
   Fixture f;
   f.hook->on_before_run = [](ScriptedHook&) { throw th::AbortedError("always"); };
   th::MonitoredTrainingSession sess(f.m.g, {.hooks = {f.hook},
-                                            .log_step_count_steps = 0,
+                                            .summaries = {.log_step_count_steps = 0},
+                                            .recovery = {.max_attempts = 3, .backoff_secs = 0.25},
                                             .handle_preemption_signals = false,
-                                            .env = f.fake.env(),
-                                            .max_recovery_attempts = 3,
-                                            .recovery_backoff_secs = 0.25});
+                                            .env = f.fake.env()});
   EXPECT_THROW(sess.run(f.m.train, f.m.feed()), th::AbortedError);
   EXPECT_EQ(f.hook->creations, 4);
   EXPECT_EQ(f.fake.sleeper->sleeps(), (std::vector<double>{0.25, 0.5}));
@@ -238,7 +237,7 @@ TEST(MonitoredSessionRecoveryTest, SuccessfulRunResetsTheRecoveryCount) {
   f.hook->on_before_run = [&](ScriptedHook&) {
     if (++calls % 2 == 1) throw th::AbortedError("every other run");
   };
-  auto sess = f.session({.max_recovery_attempts = 1});
+  auto sess = f.session({.recovery = {.max_attempts = 1}});
   for (int i = 0; i < 5; ++i) sess->run(f.m.train, f.m.feed());
   EXPECT_EQ(f.hook->after_runs, 5);
   EXPECT_EQ(f.hook->creations, 6);
@@ -296,13 +295,13 @@ TEST(MonitoredSessionRecoveryTest, ASaveFailingWithTooManyOpenFilesEndsTraining)
     GTEST_SKIP() << "UBSan's vptr check needs free file descriptors; make test runs this case";
   th::testing::TempDir dir;
   Fixture f;
-  th::MonitoredTrainingSession sess(f.m.g, {.checkpoint_dir = dir.path(),
-                                            .hooks = {f.hook},
-                                            .save_checkpoint_steps = 1,
-                                            .save_summaries_steps = 0,
-                                            .log_step_count_steps = 0,
-                                            .handle_preemption_signals = false,
-                                            .env = f.fake.env()});
+  th::MonitoredTrainingSession sess(f.m.g,
+                                    {.checkpoint_dir = dir.path(),
+                                     .hooks = {f.hook},
+                                     .checkpoints = {.save_steps = 1},
+                                     .summaries = {.save_steps = 0, .log_step_count_steps = 0},
+                                     .handle_preemption_signals = false,
+                                     .env = f.fake.env()});
   sess.run(f.m.train, f.m.feed());
   std::string message;
   {
@@ -345,7 +344,7 @@ TEST(MonitoredSessionRecoveryTest, ASignalDuringTheBackoffEndsRecovery) {
   env.sleeper = sleeper;
   auto sess = std::make_unique<th::MonitoredSession>(
       std::make_unique<th::ChiefSessionCreator>(f.m.g, th::SessionCreatorOptions{.env = env}),
-      th::Hooks{f.hook}, th::MonitoredSessionOptions{.env = env, .recovery_backoff_secs = 8});
+      th::Hooks{f.hook}, th::MonitoredSessionOptions{.env = env, .recovery = {.backoff_secs = 8}});
   EXPECT_EQ(th::testing::error_message<th::AbortedError>([&] { sess->run(f.m.train, f.m.feed()); }),
             "always");
   th::PreemptionHandler::clear();
@@ -631,11 +630,11 @@ TEST(MonitoredSessionStopTest, AStopAgreedThroughThePolicyRefusesTheNextRun) {
 TEST(MonitoredSessionStopTest, InvalidRecoveryOptionsAreRejected) {
   Fixture f;
   EXPECT_EQ(th::testing::error_message<th::InvalidArgument>(
-                [&] { f.session({.max_recovery_attempts = -1}); }),
-            "MonitoredSession: invalid max_recovery_attempts -1");
+                [&] { f.session({.recovery = {.max_attempts = -1}}); }),
+            "MonitoredSession: invalid recovery.max_attempts -1");
   EXPECT_EQ(th::testing::error_message<th::InvalidArgument>(
-                [&] { f.session({.recovery_backoff_secs = -2}); }),
-            "MonitoredSession: invalid recovery_backoff_secs -2");
+                [&] { f.session({.recovery = {.backoff_secs = -2}}); }),
+            "MonitoredSession: invalid recovery.backoff_secs -2");
 }
 
 }  // namespace

@@ -516,7 +516,8 @@ TEST(SingularMonitoredSessionTest, RawSessionRunsWithoutHooks) {
 TEST(MonitoredTrainingSessionTest, ChiefAddsTheStepCounterWithTfLogLine) {
   th::testing::FakeEnv fake;
   Model m;
-  th::MonitoredTrainingSession sess(m.g, {.log_step_count_steps = 10, .env = fake.env()});
+  th::MonitoredTrainingSession sess(m.g,
+                                    {.summaries = {.log_step_count_steps = 10}, .env = fake.env()});
   ASSERT_EQ(sess.hooks().size(), 2u);  // PreemptionHook, StepCounterHook
   for (int i = 0; i < 21; ++i) {
     fake.clock->advance(0.5);
@@ -561,7 +562,8 @@ TEST(MonitoredTrainingSessionTest, PreemptionHandlingCanBeTurnedOff) {
 TEST(MonitoredTrainingSessionTest, StopAtStepHookEndsTheSeedLoop) {
   Model m;
   auto stop = std::make_shared<th::StopAtStepHook>(th::StopAtStepHookOptions{.num_steps = 7});
-  th::MonitoredTrainingSession sess(m.g, {.hooks = {stop}, .log_step_count_steps = 0});
+  th::MonitoredTrainingSession sess(m.g,
+                                    {.hooks = {stop}, .summaries = {.log_step_count_steps = 0}});
   int runs = 0;
   while (!sess.should_stop()) {
     sess.run(m.train, m.feeds());
@@ -574,20 +576,21 @@ TEST(MonitoredTrainingSessionTest, StopAtStepHookEndsTheSeedLoop) {
 TEST(MonitoredTrainingSessionTest, OptionErrorsAreClear) {
   Model m;
   EXPECT_EQ(th::testing::error_message([&] {
-              th::MonitoredTrainingSession s(
-                  m.g, {.save_checkpoint_secs = 10, .save_checkpoint_steps = 10});
+              th::MonitoredTrainingSession s(m.g,
+                                             {.checkpoints = {.save_secs = 10, .save_steps = 10}});
             }),
             "Can not provide both save_checkpoint_secs and save_checkpoint_steps.");
   EXPECT_EQ(th::testing::error_message([&] {
-              th::MonitoredTrainingSession s(
-                  m.g, {.save_summaries_steps = 10, .save_summaries_secs = 10});
+              th::MonitoredTrainingSession s(m.g,
+                                             {.summaries = {.save_steps = 10, .save_secs = 10}});
             }),
             "Can not provide both save_summaries_secs and save_summaries_steps.");
+  EXPECT_EQ(th::testing::error_message([&] {
+              th::MonitoredTrainingSession s(m.g, {.summaries = {.log_step_count_steps = -1}});
+            }),
+            "Invalid summaries.log_step_count_steps: -1");
   EXPECT_EQ(th::testing::error_message(
-                [&] { th::MonitoredTrainingSession s(m.g, {.log_step_count_steps = -1}); }),
-            "Invalid log_step_count_steps: -1");
-  EXPECT_EQ(th::testing::error_message(
-                [&] { th::MonitoredTrainingSession s(m.g, {.save_checkpoint_steps = 10}); }),
+                [&] { th::MonitoredTrainingSession s(m.g, {.checkpoints = {.save_steps = 10}}); }),
             "MonitoredTrainingSession: checkpoint options were given without checkpoint_dir");
   EXPECT_FALSE(m.g.finalized());  // nothing was built
 }
@@ -601,8 +604,8 @@ TEST(MonitoredTrainingSessionTest, ChiefSavesAndARestartContinuesFromTheLatestCh
     auto stop = std::make_shared<th::StopAtStepHook>(th::StopAtStepHookOptions{.last_step = 5});
     th::MonitoredTrainingSession sess(m.g, {.checkpoint_dir = dir.path(),
                                             .hooks = {stop},
-                                            .save_checkpoint_steps = 2,
-                                            .log_step_count_steps = 0,
+                                            .checkpoints = {.save_steps = 2},
+                                            .summaries = {.log_step_count_steps = 0},
                                             .env = fake.env()});
     while (!sess.should_stop()) sess.run(m.train, m.feeds());
     sess.close();
@@ -622,8 +625,8 @@ TEST(MonitoredTrainingSessionTest, ChiefSavesAndARestartContinuesFromTheLatestCh
     auto stop = std::make_shared<th::StopAtStepHook>(th::StopAtStepHookOptions{.num_steps = 3});
     th::MonitoredTrainingSession sess(m.g, {.checkpoint_dir = dir.path(),
                                             .hooks = {stop},
-                                            .save_checkpoint_steps = 2,
-                                            .log_step_count_steps = 0,
+                                            .checkpoints = {.save_steps = 2},
+                                            .summaries = {.log_step_count_steps = 0},
                                             .env = fake.env()});
     EXPECT_EQ(m.g.global_step_value(), 5);
     EXPECT_EQ(m.g.variable_value(m.w).item<float>(), w_after[0]);
@@ -652,8 +655,8 @@ TEST(MonitoredTrainingSessionTest, HookStateIsSavedInCheckpointsAndRestoredOnRes
   auto hook = std::make_shared<CountingHook>();
   const th::MonitoredTrainingSessionOptions options{.checkpoint_dir = dir.path(),
                                                     .hooks = {hook},
-                                                    .save_checkpoint_steps = 100,
-                                                    .log_step_count_steps = 0,
+                                                    .checkpoints = {.save_steps = 100},
+                                                    .summaries = {.log_step_count_steps = 0},
                                                     .env = fake.env()};
   {
     Model m;
@@ -681,9 +684,10 @@ TEST(MonitoredTrainingSessionTest, HookStateIsSavedInCheckpointsAndRestoredOnRes
 
 TEST(MonitoredTrainingSessionTest, CheckpointOptionsNeedACheckpointDir) {
   Model m;
-  EXPECT_EQ(
-      th::testing::error_message([&] { th::MonitoredTrainingSession s(m.g, {.max_to_keep = 3}); }),
-      "MonitoredTrainingSession: checkpoint options were given without checkpoint_dir");
+  EXPECT_EQ(th::testing::error_message([&] {
+              th::MonitoredTrainingSession s(m.g, {.checkpoints = {.manager = {.max_to_keep = 3}}});
+            }),
+            "MonitoredTrainingSession: checkpoint options were given without checkpoint_dir");
 }
 
 }  // namespace

@@ -28,9 +28,9 @@ TEST(ResolveTrainingOptionsTest, ChiefWithACheckpointDirGetsTfDefaults) {
 
 TEST(ResolveTrainingOptionsTest, StepsReplaceTheSecondsDefault) {
   th::ResolvedTrainingOptions r = th::resolve_training_options({.checkpoint_dir = "ckpt",
-                                                                .save_checkpoint_steps = 50,
-                                                                .save_summaries_secs = 30,
-                                                                .summary_dir = "logs"});
+                                                                .summary_dir = "logs",
+                                                                .checkpoints = {.save_steps = 50},
+                                                                .summaries = {.save_secs = 30}});
   EXPECT_EQ(r.save_checkpoint_steps, 50);
   EXPECT_FALSE(r.save_checkpoint_secs);
   EXPECT_EQ(r.save_summaries_secs, 30.0);
@@ -39,10 +39,10 @@ TEST(ResolveTrainingOptionsTest, StepsReplaceTheSecondsDefault) {
 }
 
 TEST(ResolveTrainingOptionsTest, ZeroTurnsAHookOff) {
-  th::ResolvedTrainingOptions r = th::resolve_training_options({.checkpoint_dir = "ckpt",
-                                                                .save_checkpoint_secs = 0,
-                                                                .save_summaries_steps = 0,
-                                                                .log_step_count_steps = 0});
+  th::ResolvedTrainingOptions r =
+      th::resolve_training_options({.checkpoint_dir = "ckpt",
+                                    .checkpoints = {.save_secs = 0},
+                                    .summaries = {.save_steps = 0, .log_step_count_steps = 0}});
   EXPECT_FALSE(r.save_checkpoint_secs || r.save_checkpoint_steps);
   EXPECT_FALSE(r.save_summaries_secs || r.save_summaries_steps);
   EXPECT_EQ(r.log_step_count_steps, 0);
@@ -83,21 +83,22 @@ TEST(ResolveTrainingOptionsTest, ValidatesWithTfTexts) {
   using th::testing::error_message;
   EXPECT_EQ(error_message<th::InvalidArgument>([] {
               th::resolve_training_options(
-                  {.checkpoint_dir = "c", .save_checkpoint_secs = 1, .save_checkpoint_steps = 1});
+                  {.checkpoint_dir = "c", .checkpoints = {.save_secs = 1, .save_steps = 1}});
             }),
             "Can not provide both save_checkpoint_secs and save_checkpoint_steps.");
   EXPECT_EQ(error_message<th::InvalidArgument>([] {
               th::resolve_training_options(
-                  {.checkpoint_dir = "c", .save_summaries_steps = 1, .save_summaries_secs = 1});
+                  {.checkpoint_dir = "c", .summaries = {.save_steps = 1, .save_secs = 1}});
             }),
             "Can not provide both save_summaries_secs and save_summaries_steps.");
   EXPECT_EQ(error_message<th::InvalidArgument>(
-                [] { th::resolve_training_options({.save_checkpoint_steps = 5}); }),
+                [] { th::resolve_training_options({.checkpoints = {.save_steps = 5}}); }),
             "MonitoredTrainingSession: checkpoint options were given without checkpoint_dir");
-  EXPECT_EQ(error_message<th::InvalidArgument>([] {
-              th::resolve_training_options({.checkpoint_dir = "c", .save_checkpoint_steps = -5});
-            }),
-            "Invalid save_checkpoint_steps: -5");
+  EXPECT_EQ(
+      error_message<th::InvalidArgument>([] {
+        th::resolve_training_options({.checkpoint_dir = "c", .checkpoints = {.save_steps = -5}});
+      }),
+      "Invalid checkpoints.save_steps: -5");
 }
 
 }  // namespace

@@ -27,7 +27,7 @@
 // thread's failure) stop training as TF does: should_stop() returns true, and close() raises the
 // error (leaving the session's scope logs it); a run() meanwhile still runs, as TF's does.
 // SingularMonitoredSession, which does not recover, raises them from should_stop(). Recovery is
-// bounded: max_recovery_attempts consecutive attempts, the later ones after
+// bounded: recovery.max_attempts consecutive attempts, the later ones after
 // a backoff through the Env's sleeper; a SIGTERM or SIGINT recorded by a PreemptionHandler
 // (preemption.h) or a stop already requested ends it, before an attempt and during the backoff,
 // and the error is raised. SingularMonitoredSession does not recover.
@@ -64,6 +64,7 @@
 #include "trainhooks/graph.h"
 #include "trainhooks/hook.h"
 #include "trainhooks/hook_services.h"
+#include "trainhooks/recovery_options.h"
 #include "trainhooks/session.h"
 #include "trainhooks/stop_policy.h"
 
@@ -71,7 +72,9 @@ namespace trainhooks {
 
 namespace internal {
 class HookRunner;
-}
+class Recovery;
+class StopDecision;
+}  // namespace internal
 
 using Hooks = std::vector<std::shared_ptr<SessionRunHook>>;
 
@@ -122,12 +125,7 @@ class WorkerSessionCreator : public SessionCreator {
 struct MonitoredSessionOptions {
   double stop_grace_period_secs = 120;
   Env env;  // null members: Env::system()
-  // Recreate the session and retry on AbortedError / UnavailableError (see above).
-  bool recoverable = true;
-  // Consecutive recoveries without a successful run before the error is raised.
-  int max_recovery_attempts = 10;
-  // The first retry is immediate; later ones wait this long, doubled each time, up to 60 s.
-  double recovery_backoff_secs = 1;
+  RecoveryOptions recovery;
   // The global step of the newest checkpoint on disk (nullopt: none), read when close() fails so
   // that the error names the steps lost (unsaved_steps()); MonitoredTrainingSession sets it from
   // its CheckpointManager. Null: the session does not know of checkpoints.
@@ -199,11 +197,7 @@ class MonitoredSession {
 
   // Whether training should stop. Raises an error another thread stored in the Coordinator, or
   // recovers from it (Aborted, Unavailable) and returns false.
-  bool should_stop() {
-    // Inline for the loop's every step: no error stored, nothing to recover.
-    if (closed_ || coord_->has_error()) return should_stop_checked();
-    return stop_decided_ || (!options_.stop_policy && coord_->should_stop());
-  }
+  bool should_stop();
   // Ends the session (see above); raises the first error of the hooks' end() or of the
   // Coordinator's threads. The destructor only logs it.
   void close();
@@ -244,27 +238,18 @@ class MonitoredSession {
   void create_session();
   void create_session_recovering();
   void check_not_stopped();
-  bool should_stop_checked();
-  // Whether the Coordinator holds a preemption (Aborted, Unavailable) that this session recovers
-  // from.
-  bool recovers_from_coordinator() const;
-  // Whether `error` (replaced by its root cause in the Coordinator when that is a preemption)
-  // is recovered from here; logs the attempt and backs off. False: the caller rethrows `error`.
+  // Whether `error` is recovered from (src/recovery.h); false: the caller rethrows `error`, which
+  // may have been replaced by its root cause in the Coordinator.
   bool should_recover(std::exception_ptr& error);
-  // Why recovery must end now (a signal, a stop requested); "" to go on.
-  std::string reason_not_to_recover() const;
-  // Waits `seconds` through the Env's sleeper, in slices, so that a signal ends the wait early.
-  void backoff(double seconds);
-  // Closes the session and clears the Coordinator for a new session.
+  // Closes the session and clears the Coordinator and the stop for a new session.
   void reset_for_recovery();
   // Rethrows `error` unless this session recovers from it; then a new session exists on return.
   void recover_or_rethrow(std::exception_ptr error);
   void finish_step_fn(bool stop_requested);
-  // The one place where the reasons to stop become the decision.
+  // The one place where the reasons to stop become the decision (src/stop_decision.h).
   void decide_stop();
   void run_hooked(const Fetches& fetches, FeedsView feeds, const RunOptions& options,
                   RunMetadata* metadata, RunResults& out);
-  void mark_end_of_input(Graph& g, RunResults& out);
 
   std::unique_ptr<SessionCreator> creator_;
   std::unique_ptr<HookServices> services_;  // one per session, shared by its hooks
@@ -275,15 +260,15 @@ class MonitoredSession {
   Env env_;
   std::unique_ptr<Coordinator> coord_;
   std::unique_ptr<Session> session_;
-  bool stop_requested_ = false;  // by a hook or a step function
-  bool end_of_input_ = false;
-  bool stop_decided_ = false;  // what the StopPolicy returned
   bool in_step_fn_ = false;
   bool closed_ = false;
-  int recovery_attempts_ = 0;  // consecutive, reset by a successful run
   int uncaught_at_construction_;
-  // Runs the hooks around each run, with its per-run scratch (src/hook_runner.h).
+  // The three private units of TF's session wrappers: running the hooks around each run (with
+  // its per-run scratch), the stop decision, and recovery (src/hook_runner.h, stop_decision.h,
+  // recovery.h).
   std::unique_ptr<internal::HookRunner> runner_;
+  std::unique_ptr<internal::StopDecision> stop_;
+  std::unique_ptr<internal::Recovery> recovery_;
 };
 
 // A MonitoredSession with a ChiefSessionCreator, whose raw session is reachable.

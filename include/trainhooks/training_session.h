@@ -25,9 +25,11 @@
 #include <optional>
 #include <string>
 
-#include "trainhooks/checkpoint/keep_best.h"
+#include "trainhooks/checkpoint/checkpoint_manager.h"
 #include "trainhooks/env.h"
 #include "trainhooks/monitored_session.h"
+#include "trainhooks/recovery_options.h"
+#include "trainhooks/stop_policy.h"
 
 namespace trainhooks {
 
@@ -36,58 +38,81 @@ namespace distributed {
 class ProcessGroup;
 }
 
+// TF's options, with the periods and retention grouped by what they configure; TF's names for
+// the directories and hooks stay at the top:
+//   {.checkpoint_dir = "runs/exp1",
+//    .hooks = {hook},
+//    .checkpoints = {.save_steps = 500, .manager = {.max_to_keep = 3}},
+//    .summaries = {.save_steps = 50}}
 struct MonitoredTrainingSessionOptions {
-  // Ignored when process_group is set: the chief is its rank 0.
+  // Ignored when distributed.process_group is set: the chief is its rank 0.
   bool is_chief = true;
   // Checkpoints: the chief restores the newest one at creation and after a recovery, and its
   // CheckpointSaverHook saves `model.ckpt-<step>` here (see hooks/checkpoint_saver_hook.h), both
   // through one CheckpointManager of this directory (checkpoint/checkpoint_manager.h).
   std::string checkpoint_dir;
-  Hooks hooks;
-  Hooks chief_only_hooks;
-  // Default 600 seconds when checkpoint_dir is set and save_checkpoint_steps is not.
-  std::optional<double> save_checkpoint_secs;
-  std::optional<int64_t> save_checkpoint_steps;
-  // Summaries of the graph (summary/ops.h) written to summary_dir; default 100 steps when neither
-  // is given; 0 disables them.
-  std::optional<int64_t> save_summaries_steps;
-  std::optional<double> save_summaries_secs;
-  // Every this many steps the chief logs `global_step/sec: X`; 0 disables it.
-  int64_t log_step_count_steps = 100;
-  double stop_grace_period_secs = 120;
-  double max_wait_secs = 7200;
   // Event files (SummarySaverHook, StepCounterHook's global_step/sec); empty: checkpoint_dir.
   std::string summary_dir;
-  std::optional<int> max_to_keep;
-  std::optional<double> keep_checkpoint_every_n_hours;
-  // Keep-best checkpoints (checkpoint/keep_best.h, CheckpointManagerOptions::keep_best): the
-  // keep_best.n checkpoints with the best values of keep_best.metric (e.g. an EvaluationHook's
-  // "eval/loss") are never deleted by max_to_keep. n = 0: off.
-  KeepBest keep_best;
-  // Write checkpoints on a background thread (CheckpointSaverHookOptions::async_save).
-  bool async_checkpoints = false;
+  Hooks hooks;
+  Hooks chief_only_hooks;
+
+  // The chief's checkpoints of checkpoint_dir (given without one: InvalidArgument).
+  struct Checkpoints {
+    // TF's save_checkpoint_secs: default 600 seconds when save_steps is not given.
+    std::optional<double> save_secs;
+    // TF's save_checkpoint_steps. 0 (either): no CheckpointSaverHook.
+    std::optional<int64_t> save_steps;
+    // Write checkpoints on a background thread (CheckpointSaverHookOptions::async_save).
+    bool async_save = false;
+    // The CheckpointManager of checkpoint_dir that restores and saves: retention (max_to_keep,
+    // keep_checkpoint_every_n_hours), keep-best (keep_best: the keep_best.n checkpoints with the
+    // best values of keep_best.metric, e.g. an EvaluationHook's "eval/loss", are never deleted
+    // by max_to_keep), the basename. Its env's null members are the session's.
+    CheckpointManagerOptions manager;
+  } checkpoints;
+
+  // The chief's summaries.
+  struct Summaries {
+    // TF's save_summaries_steps / save_summaries_secs: how often the SummarySaverHook writes the
+    // graph's summaries (summary/ops.h) to summary_dir; default 100 steps when neither is given;
+    // 0 disables it.
+    std::optional<int64_t> save_steps;
+    std::optional<double> save_secs;
+    // TF's log_step_count_steps: every this many steps the chief logs `global_step/sec: X`
+    // (and writes it to summary_dir when there is one); 0 disables it.
+    int64_t log_step_count_steps = 100;
+  } summaries;
+
+  // Recovery from a lost session (monitored_session.h). Off with a group of several ranks.
+  RecoveryOptions recovery;
+
+  // Data-parallel training over a process group (distributed/process_group.h,
+  // docs/distributed.md): rank 0 is the chief (it alone restores and runs the chief-only default
+  // hooks); every rank initialises its graph and a distributed::BroadcastVariablesHook, first of
+  // all hooks, gives the workers the chief's state after each session creation; the stop
+  // decision is agreed across the ranks (distributed/agreed_stop_policy.h) unless stop_policy is
+  // given; inputs left at num_shards 1 read the shard of this rank; and a failed run is not
+  // recovered when the group has several processes. The gradients are averaged by the train op,
+  // not here: give both the same distributed::data_parallel(pg) (distributed/data_parallel.h).
+  // A group of several ranks whose train op does not average across it (nor a ModelAverageHook
+  // in `hooks`), or a train op averaging across a group not given here, is an InvalidArgument
+  // at construction (distributed::check_data_parallel).
+  struct Distributed {
+    std::shared_ptr<distributed::ProcessGroup> process_group;
+    // TF's max_wait_secs: how long a worker waits for the chief's state at session creation.
+    double max_wait_secs = 7200;
+  } distributed;
+
+  // How long close() waits for the Coordinator's threads.
+  double stop_grace_period_secs = 120;
+  // Turns this process's reasons to stop into the decision (stop_policy.h).
+  std::shared_ptr<StopPolicy> stop_policy;
   // A PreemptionHook (hooks/preemption_hook.h), first of all hooks, on the chief and the workers:
   // SIGTERM or SIGINT stops training after the current step, and the chief's final checkpoint is
   // written when the session closes. Not added when `hooks` (or the chief's chief_only_hooks)
   // already hold one. false leaves the signals to the program.
   bool handle_preemption_signals = true;
   Env env;
-  // Passed to the engine (monitored_session.h): recovery bounds and the stop policy.
-  int max_recovery_attempts = 10;
-  double recovery_backoff_secs = 1;
-  std::shared_ptr<StopPolicy> stop_policy;
-  // Data-parallel training over a process group (distributed/process_group.h, docs/distributed.md):
-  // rank 0 is the chief (it alone restores and runs the chief-only default hooks); every rank
-  // initialises its graph and a distributed::BroadcastVariablesHook, first of all hooks, gives
-  // the workers the chief's state after each session creation (each wait bounded by
-  // max_wait_secs); the stop decision is agreed across the ranks (distributed/agreed_stop_policy.h)
-  // unless stop_policy is given; inputs left at num_shards 1 read the shard of this rank; and a
-  // failed run is not recovered when the group has several processes. The gradients are averaged
-  // by the train op, not here: give both the same distributed::data_parallel(pg)
-  // (distributed/data_parallel.h). A group of several ranks whose train op does not average
-  // across it (nor a ModelAverageHook in `hooks`), or a train op averaging across a group not
-  // given here, is an InvalidArgument at construction (distributed::check_data_parallel).
-  std::shared_ptr<distributed::ProcessGroup> process_group;
 };
 
 // The options with every default that depends on other options filled in: what

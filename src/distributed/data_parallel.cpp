@@ -47,10 +47,11 @@ void check_data_parallel(const Graph& graph, const std::shared_ptr<ProcessGroup>
             "trainhooks distributed: train op '{}' averages its gradients across a process group "
             "({}) {}: give both the same group, e.g. dp = distributed::data_parallel(pg), "
             "dp.minimize_options() for the train op and "
-            "MonitoredTrainingSessionOptions::process_group = dp.process_group(), so that the "
-            "ranks start from the chief's state and stop together",
+            "MonitoredTrainingSessionOptions::distributed.process_group = dp.process_group(), so "
+            "that the ranks start from the chief's state and stop together",
             graph.name(train_op), across->describe(),
-            group ? "other than the session's" : "but the session has no process_group"));
+            group ? "other than the session's"
+                  : "but the session has no distributed.process_group"));
       }
     }
     if (several && !averages && !local_sgd) {

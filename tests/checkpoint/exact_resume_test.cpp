@@ -38,12 +38,12 @@ class ExactResumeTest : public ::testing::Test {
         std::make_shared<th::StopAtStepHook>(th::StopAtStepHookOptions{.last_step = last_step})};
     hooks.insert(hooks.end(), extra.begin(), extra.end());
     {
-      th::MonitoredTrainingSession sess(m->g, {.checkpoint_dir = dir,
-                                               .hooks = hooks,
-                                               .save_checkpoint_steps = 7,
-                                               .save_summaries_steps = 0,
-                                               .log_step_count_steps = 0,
-                                               .env = fe.env()});
+      th::MonitoredTrainingSession sess(m->g,
+                                        {.checkpoint_dir = dir,
+                                         .hooks = hooks,
+                                         .checkpoints = {.save_steps = 7},
+                                         .summaries = {.save_steps = 0, .log_step_count_steps = 0},
+                                         .env = fe.env()});
       while (!sess.should_stop()) sess.run(m->train);
     }
     return th::testing::training_state(m->g, m->train);

@@ -183,15 +183,15 @@ TEST_F(KeepBestCheckpointsTest, MonitoredTrainingSessionKeepsTheBestEvaluation) 
     }
   };
   th::testing::TinyModel tiny;
-  th::MonitoredTrainingSession sess(tiny.g, {.checkpoint_dir = dir.path(),
-                                             .hooks = {std::make_shared<Publisher>()},
-                                             .save_checkpoint_steps = 2,
-                                             .save_summaries_steps = 0,
-                                             .log_step_count_steps = 0,
-                                             .max_to_keep = 1,
-                                             .keep_best = {.n = 1, .metric = "eval/loss"},
-                                             .handle_preemption_signals = false,
-                                             .env = fe.env()});
+  th::MonitoredTrainingSession sess(
+      tiny.g,
+      {.checkpoint_dir = dir.path(),
+       .hooks = {std::make_shared<Publisher>()},
+       .checkpoints = {.save_steps = 2,
+                       .manager = {.max_to_keep = 1, .keep_best = {.n = 1, .metric = "eval/loss"}}},
+       .summaries = {.save_steps = 0, .log_step_count_steps = 0},
+       .handle_preemption_signals = false,
+       .env = fe.env()});
   for (int i = 0; i < 10; ++i) sess.run(tiny.train, tiny.feed());
   sess.close();
   EXPECT_TRUE(on_disk(4));
@@ -213,7 +213,8 @@ TEST_F(KeepBestCheckpointsTest, BadOptionsAreInvalidArgumentsNamingThem) {
   EXPECT_EQ(manager_message({.keep_best = {.n = 1, .metric = "l", .mode = th::MetricMode{5}}}),
             "CheckpointManager: invalid keep_best.mode 5 (kMin or kMax)");
   EXPECT_EQ(th::testing::error_message<th::InvalidArgument>([&] {
-              th::resolve_training_options({.keep_best = {.n = 1, .metric = "eval/loss"}});
+              th::resolve_training_options(
+                  {.checkpoints = {.manager = {.keep_best = {.n = 1, .metric = "eval/loss"}}}});
             }),
             "MonitoredTrainingSession: checkpoint options were given without checkpoint_dir");
 }

@@ -44,9 +44,8 @@ class MovableDirectoryTest : public ::testing::Test {
                                         {.checkpoint_dir = dir,
                                          .hooks = {std::make_shared<th::StopAtStepHook>(
                                              th::StopAtStepHookOptions{.last_step = last_step})},
-                                         .save_checkpoint_steps = 5,
-                                         .save_summaries_steps = 0,
-                                         .log_step_count_steps = 0,
+                                         .checkpoints = {.save_steps = 5},
+                                         .summaries = {.save_steps = 0, .log_step_count_steps = 0},
                                          .env = fe.env()});
       while (!sess.should_stop()) sess.run(m->train);
     }

@@ -44,9 +44,9 @@ TEST(AgreedStopPolicyTest, OneRanksStopAtStepHookStopsEveryRankAfterTheSameStep)
     th::MonitoredTrainingSession sess(
         g, {.hooks = {std::make_shared<th::StopAtStepHook>(
                 th::StopAtStepHookOptions{.last_step = rank == 1 ? 3 : 50})},
-            .log_step_count_steps = 0,
-            .handle_preemption_signals = false,
-            .process_group = dp.process_group()});
+            .summaries = {.log_step_count_steps = 0},
+            .distributed = {.process_group = dp.process_group()},
+            .handle_preemption_signals = false});
     while (!sess.should_stop()) {
       sess.run(model.train_op);
       ++runs[rank];

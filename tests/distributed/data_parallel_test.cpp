@@ -32,9 +32,9 @@ th::MonitoredTrainingSessionOptions options_for(std::shared_ptr<dist::ProcessGro
                                                 int64_t last_step) {
   return {.hooks = {std::make_shared<th::StopAtStepHook>(
               th::StopAtStepHookOptions{.last_step = last_step})},
-          .log_step_count_steps = 0,
-          .handle_preemption_signals = false,
-          .process_group = std::move(pg)};
+          .summaries = {.log_step_count_steps = 0},
+          .distributed = {.process_group = std::move(pg)},
+          .handle_preemption_signals = false};
 }
 
 TEST(DataParallelTest, MinimizeOptionsAverageAfterTheProgramsTransformsAndClipTheAverage) {
@@ -102,10 +102,10 @@ TEST(DataParallelTest, SessionRefusesATrainOpAveragingAcrossAGroupItWasNotGiven)
   EXPECT_EQ(error_message<th::InvalidArgument>(
                 [&] { th::MonitoredTrainingSession(g, options_for(nullptr, 5)); }),
             "trainhooks distributed: train op 'train_op' averages its gradients across a process "
-            "group (rank 0 of 2) but the session has no process_group: give both the same group, "
-            "e.g. dp = distributed::data_parallel(pg), dp.minimize_options() for the train op and "
-            "MonitoredTrainingSessionOptions::process_group = dp.process_group(), so that the "
-            "ranks start from the chief's state and stop together");
+            "group (rank 0 of 2) but the session has no distributed.process_group: give both the "
+            "same group, e.g. dp = distributed::data_parallel(pg), dp.minimize_options() for the "
+            "train op and MonitoredTrainingSessionOptions::distributed.process_group = "
+            "dp.process_group(), so that the ranks start from the chief's state and stop together");
   EXPECT_THAT(
       error_message<th::InvalidArgument>([&] { dist::check_data_parallel(g, others[0], {}); }),
       HasSubstr("averages its gradients across a process group (rank 0 of 2) other than "

@@ -351,8 +351,8 @@ TEST_F(CheckpointSaverHookTest, ARestartDoesNotRewriteTheCheckpointItRestoredFro
   const std::string path3 = root.file("ckpt/model.ckpt-3");
   {
     th::MonitoredTrainingSession sess(m.g, {.checkpoint_dir = dir(),
-                                            .save_checkpoint_steps = 2,
-                                            .log_step_count_steps = 0,
+                                            .checkpoints = {.save_steps = 2},
+                                            .summaries = {.log_step_count_steps = 0},
                                             .env = fe.env()});
     run(sess, 3);
   }
@@ -361,11 +361,11 @@ TEST_F(CheckpointSaverHookTest, ARestartDoesNotRewriteTheCheckpointItRestoredFro
   fe.log->clear();
   th::testing::TinyModel again;
   {
-    th::MonitoredTrainingSession sess(again.g, {.checkpoint_dir = dir(),
-                                                .save_checkpoint_steps = 2,
-                                                .log_step_count_steps = 0,
-                                                .async_checkpoints = true,
-                                                .env = fe.env()});
+    th::MonitoredTrainingSession sess(again.g,
+                                      {.checkpoint_dir = dir(),
+                                       .checkpoints = {.save_steps = 2, .async_save = true},
+                                       .summaries = {.log_step_count_steps = 0},
+                                       .env = fe.env()});
     EXPECT_EQ(again.g.global_step_value(), 3);
     EXPECT_EQ(fs::last_write_time(path3), mtime);
     sess.run(again.train, again.feed());

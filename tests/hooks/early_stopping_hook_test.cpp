@@ -200,9 +200,8 @@ Outcome train(const std::string& dir, const th::testing::FakeEnv& fe, int64_t in
     th::MonitoredTrainingSession sess(
         model.g, {.checkpoint_dir = dir,
                   .hooks = {std::make_shared<Publisher>("eval/loss", kLosses), hook},
-                  .save_checkpoint_steps = 7,
-                  .save_summaries_steps = 0,
-                  .log_step_count_steps = 0,
+                  .checkpoints = {.save_steps = 7},
+                  .summaries = {.save_steps = 0, .log_step_count_steps = 0},
                   .handle_preemption_signals = false,
                   .env = fe.env()});
     while (!sess.should_stop() && model.g.global_step_value() < interrupt_at)
@@ -259,9 +258,8 @@ TEST_F(EarlyStoppingHookTest, RestoreBestWarnsWhenTheBestCameBeforeARestore) {
     th::MonitoredTrainingSession sess(
         model.g, {.checkpoint_dir = tmp.path(),
                   .hooks = {std::make_shared<Publisher>("eval/loss", kLosses), hook},
-                  .save_checkpoint_steps = 100,
-                  .save_summaries_steps = 0,
-                  .log_step_count_steps = 0,
+                  .checkpoints = {.save_steps = 100},
+                  .summaries = {.save_steps = 0, .log_step_count_steps = 0},
                   .handle_preemption_signals = false,
                   .env = fe.env()});
     while (!sess.should_stop() && model.g.global_step_value() < until)

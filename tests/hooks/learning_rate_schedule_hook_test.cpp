@@ -154,13 +154,13 @@ TEST_F(LearningRateScheduleHookTest, ResumedRunTrainsWithTheRatesOfAnUninterrupt
     auto recorder = std::make_shared<RateRecorder>(model.train);
     th::Hooks hooks{std::make_shared<th::LearningRateScheduleHook>(model.train, schedule),
                     recorder};
-    th::MonitoredTrainingSession sess(model.g, {.checkpoint_dir = dir,
-                                                .hooks = hooks,
-                                                .save_checkpoint_steps = 100,
-                                                .save_summaries_steps = 0,
-                                                .log_step_count_steps = 0,
-                                                .handle_preemption_signals = false,
-                                                .env = fe.env()});
+    th::MonitoredTrainingSession sess(model.g,
+                                      {.checkpoint_dir = dir,
+                                       .hooks = hooks,
+                                       .checkpoints = {.save_steps = 100},
+                                       .summaries = {.save_steps = 0, .log_step_count_steps = 0},
+                                       .handle_preemption_signals = false,
+                                       .env = fe.env()});
     while (model.g.global_step_value() < last_step) sess.run(model.train, model.feed());
     return std::make_pair(model.g.variable_value(model.w).item<float>(), recorder->seen);
   };
@@ -200,9 +200,8 @@ TEST_F(LearningRateScheduleHookTest,
           model.g, {.checkpoint_dir = dir.path(),
                     .hooks = before_summary_saver ? th::Hooks{} : th::Hooks{hook},
                     .chief_only_hooks = before_summary_saver ? th::Hooks{hook} : th::Hooks{},
-                    .save_checkpoint_steps = 1000,
-                    .save_summaries_steps = 2,
-                    .log_step_count_steps = 0,
+                    .checkpoints = {.save_steps = 1000},
+                    .summaries = {.save_steps = 2, .log_step_count_steps = 0},
                     .handle_preemption_signals = false,
                     .env = fe.env()});
       while (model.g.global_step_value() < last_step) sess.run(model.train, model.feed());

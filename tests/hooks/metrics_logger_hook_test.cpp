@@ -170,9 +170,8 @@ void train(const std::string& dir, const std::string& path, const th::testing::F
     th::MonitoredTrainingSession sess(
         model.g, {.checkpoint_dir = dir,
                   .hooks = {std::make_shared<Publisher>("eval/loss", evals), hook},
-                  .save_checkpoint_steps = 4,
-                  .save_summaries_steps = 0,
-                  .log_step_count_steps = 0,
+                  .checkpoints = {.save_steps = 4},
+                  .summaries = {.save_steps = 0, .log_step_count_steps = 0},
                   .handle_preemption_signals = false,
                   .env = fe.env()});
     while (model.g.global_step_value() < until) sess.run(model.train, model.feed());

@@ -249,12 +249,12 @@ TEST_F(PreemptionHookTest, FinalCheckpointIsSavedAtTheStepThatStopped) {
   th::testing::TinyModel m;
   const th::Node raising = raising_op(m.g, m.loss, SIGTERM, 5);
   {
-    th::MonitoredTrainingSession sess(m.g, {.checkpoint_dir = dir.path(),
-                                            .hooks = {std::make_shared<th::PreemptionHook>()},
-                                            .save_checkpoint_steps = 100,
-                                            .save_summaries_steps = 0,
-                                            .log_step_count_steps = 0,
-                                            .env = fe.env()});
+    th::MonitoredTrainingSession sess(m.g,
+                                      {.checkpoint_dir = dir.path(),
+                                       .hooks = {std::make_shared<th::PreemptionHook>()},
+                                       .checkpoints = {.save_steps = 100},
+                                       .summaries = {.save_steps = 0, .log_step_count_steps = 0},
+                                       .env = fe.env()});
     while (!sess.should_stop()) sess.run({m.train, raising}, m.feed());
   }
   EXPECT_EQ(m.g.global_step_value(), 5);

@@ -253,13 +253,13 @@ TEST_F(ReduceLROnPlateauHookTest, ResumedRunMatchesAnUninterruptedOne) {
     auto hook = std::make_shared<th::ReduceLROnPlateauHook>(model.train, kOptions);
     auto recorder = std::make_shared<RateRecorder>(model.train);
     th::Hooks hooks{std::make_shared<Publisher>("eval/loss", kLosses), hook, recorder};
-    th::MonitoredTrainingSession sess(model.g, {.checkpoint_dir = dir,
-                                                .hooks = hooks,
-                                                .save_checkpoint_steps = 100,
-                                                .save_summaries_steps = 0,
-                                                .log_step_count_steps = 0,
-                                                .handle_preemption_signals = false,
-                                                .env = fe.env()});
+    th::MonitoredTrainingSession sess(model.g,
+                                      {.checkpoint_dir = dir,
+                                       .hooks = hooks,
+                                       .checkpoints = {.save_steps = 100},
+                                       .summaries = {.save_steps = 0, .log_step_count_steps = 0},
+                                       .handle_preemption_signals = false,
+                                       .env = fe.env()});
     check(*hook, th::learning_rate(model.g.optimizer(model.train)));
     while (model.g.global_step_value() < last_step) sess.run(model.train, model.feed());
     return Run{model.g.variable_value(model.w).item<float>(),

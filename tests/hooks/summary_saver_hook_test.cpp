@@ -191,10 +191,10 @@ TEST(SummarySaverHookTest, MonitoredTrainingSessionWritesSummariesToSummaryDir) 
   th::testing::TempDir dir;
   SummaryModel m;
   {
-    th::MonitoredTrainingSession sess(m.g, {.save_summaries_steps = 10,
-                                            .log_step_count_steps = 10,
-                                            .summary_dir = dir.path(),
-                                            .env = fake.env()});
+    th::MonitoredTrainingSession sess(m.g,
+                                      {.summary_dir = dir.path(),
+                                       .summaries = {.save_steps = 10, .log_step_count_steps = 10},
+                                       .env = fake.env()});
     for (int i = 0; i < 25; ++i) {
       fake.clock->advance(0.5);
       sess.run(m.train, m.feed());

@@ -189,13 +189,13 @@ TEST_F(TimeBudgetHookTest, AResumeContinuesTheRePlannedRunBitForBit) {
           }});
       hooks.insert(hooks.begin() + 1, budget);
     }
-    th::MonitoredTrainingSession sess(model.g, {.checkpoint_dir = dir,
-                                                .hooks = hooks,
-                                                .save_checkpoint_steps = 1000,
-                                                .save_summaries_steps = 0,
-                                                .log_step_count_steps = 0,
-                                                .handle_preemption_signals = false,
-                                                .env = fe.env()});
+    th::MonitoredTrainingSession sess(model.g,
+                                      {.checkpoint_dir = dir,
+                                       .hooks = hooks,
+                                       .checkpoints = {.save_steps = 1000},
+                                       .summaries = {.save_steps = 0, .log_step_count_steps = 0},
+                                       .handle_preemption_signals = false,
+                                       .env = fe.env()});
     while (!sess.should_stop()) sess.run(model.train, model.feed());
     sess.close();
     return Result{model.g.variable_value(model.w).item<float>(), recorder->rates, replans};

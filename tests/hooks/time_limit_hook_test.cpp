@@ -76,9 +76,8 @@ TEST_F(TimeLimitHookTest, LeavesTheFinalCheckpointToTheCheckpointSaverHook) {
   auto hook = std::make_shared<th::TimeLimitHook>(duration<double>(5));
   th::MonitoredTrainingSession sess(m.g, {.checkpoint_dir = tmp.path(),
                                           .hooks = {hook},
-                                          .save_checkpoint_steps = 1000,
-                                          .save_summaries_steps = 0,
-                                          .log_step_count_steps = 0,
+                                          .checkpoints = {.save_steps = 1000},
+                                          .summaries = {.save_steps = 0, .log_step_count_steps = 0},
                                           .handle_preemption_signals = false,
                                           .env = fe.env()});
   EXPECT_EQ(train_until_stop(sess, 1), 5);

@@ -6,7 +6,8 @@
 // CPU RNG first, so every process builds the same initial state.
 //
 //   auto m = th::testing::CheckpointModel::make();
-//   th::MonitoredTrainingSession sess(m->g, {.checkpoint_dir = dir, .save_checkpoint_steps = 1});
+//   th::MonitoredTrainingSession sess(m->g, {.checkpoint_dir = dir,
+//                                            .checkpoints = {.save_steps = 1}});
 //   while (!sess.should_stop()) sess.run(m->train);
 //   th::testing::save_training_state(m->g, m->train, "state.pt");
 #pragma once

@@ -85,9 +85,8 @@ int main(int argc, char** argv) {
                                th::StopAtStepHookOptions{.last_step = last_step}),
                            std::make_shared<ProgressHook>(sleep_ms),
                            std::make_shared<th::PreemptionHook>()},
-                 .save_checkpoint_steps = save_steps,
-                 .save_summaries_steps = 0,
-                 .log_step_count_steps = 0});
+                 .checkpoints = {.save_steps = save_steps},
+                 .summaries = {.save_steps = 0, .log_step_count_steps = 0}});
       while (!sess.should_stop()) sess.run(m->train);
     }  // closing saves the final checkpoint
     if (!dump.empty()) th::testing::save_training_state(m->g, m->train, dump);

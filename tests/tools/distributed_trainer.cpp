@@ -131,14 +131,14 @@ int run(const Args& a) {
     hooks.push_back(std::make_shared<th::distributed::ReplicaConsistencyHook>(pg, a.check_every));
   hooks.push_back(std::make_shared<StepHook>(a, pg->rank(), pg->restart_count(), w, b, batch[2]));
 
-  th::MonitoredTrainingSessionOptions options{.checkpoint_dir = a.dir,
-                                              .hooks = hooks,
-                                              .log_step_count_steps = 0,
-                                              .max_wait_secs = a.timeout,
-                                              .process_group = pg};
+  th::MonitoredTrainingSessionOptions options{
+      .checkpoint_dir = a.dir,
+      .hooks = hooks,
+      .summaries = {.log_step_count_steps = 0},
+      .distributed = {.process_group = pg, .max_wait_secs = a.timeout}};
   if (!a.dir.empty()) {
-    options.save_checkpoint_steps = a.save_steps;
-    options.save_summaries_steps = 0;
+    options.checkpoints.save_steps = a.save_steps;
+    options.summaries.save_steps = 0;
   }
   th::MonitoredTrainingSession sess(g, options);
   while (!sess.should_stop()) sess.run(train);

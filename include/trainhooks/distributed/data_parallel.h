@@ -4,8 +4,8 @@
 //
 //   auto dp = th::distributed::data_parallel(th::distributed::init());  // RANK, WORLD_SIZE, ...
 //   auto train_op = g.minimize("train_op", loss, th::sgd(0.1), dp.minimize_options());
-//   th::MonitoredTrainingSession sess(g, {.checkpoint_dir = dir,
-//                                         .process_group = dp.process_group()});
+//   th::MonitoredTrainingSession sess(
+//       g, {.checkpoint_dir = dir, .distributed = {.process_group = dp.process_group()}});
 //
 // MonitoredTrainingSession checks the pair at construction, before any collective
 // (check_data_parallel below): a group of several ranks whose train op does not average its
@@ -28,7 +28,7 @@ class DataParallel {
   // InvalidArgument when `group` is null or options.bucket_bytes is 0.
   explicit DataParallel(std::shared_ptr<ProcessGroup> group, AverageGradientsOptions options = {});
 
-  // For MonitoredTrainingSessionOptions::process_group.
+  // For MonitoredTrainingSessionOptions::distributed.process_group.
   const std::shared_ptr<ProcessGroup>& process_group() const { return group_; }
 
   // `options` for Graph::minimize with the gradients averaged across the group: its

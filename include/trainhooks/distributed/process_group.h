@@ -4,8 +4,8 @@
 //
 //   auto dp = th::distributed::data_parallel(th::distributed::init());  // RANK, WORLD_SIZE, ...
 //   auto train = g.minimize("train", loss, th::sgd(0.1), dp.minimize_options());
-//   th::MonitoredTrainingSession sess(g, {.checkpoint_dir = dir,
-//                                         .process_group = dp.process_group()});
+//   th::MonitoredTrainingSession sess(
+//       g, {.checkpoint_dir = dir, .distributed = {.process_group = dp.process_group()}});
 //
 // Launched with Debian's torchrun (torch 1.13 on Python 3.11, which needs --no_python and a
 // non-zero --redirects / --tee):

@@ -19,7 +19,7 @@ int main() {
   auto loss = g.op("loss", [=](th::Run& r) { return (r[y_pred] - r[y]).square().mean(); });
   auto train = g.minimize("train", loss, th::sgd(0.01));
   th::MonitoredTrainingSession sess(
-      g, {.log_step_count_steps = 0, .handle_preemption_signals = false});
+      g, {.summaries = {.log_step_count_steps = 0}, .handle_preemption_signals = false});
   const at::Tensor xs = at::arange(4, at::kFloat), ys = 3 * xs + 1;
   for (int i = 0; i < 5 && !sess.should_stop(); ++i) sess.run(train, {{x, xs}, {y, ys}});
   sess.close();
