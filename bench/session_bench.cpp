@@ -111,14 +111,21 @@ struct IdleHook : th::SessionRunHook {
   void after_run(th::SessionRunContext&, const th::SessionRunValues&) override {}
 };
 
-// A hook that says it needs neither per-run call (SessionRunHook::calls()), as FinalOpsHook.
+// A hook that overrides neither per-run call and declares nothing, as a hook that acts only in
+// begin() or end(): the session reads that from its class and never calls it per run.
+struct PlainHook : th::SessionRunHook {
+  void end(th::Session&) override {}
+};
+
+// A hook that also says it needs neither per-run call (SessionRunHook::calls(), the fallback).
 struct DeclaredIdleHook : th::SessionRunHook {
   Calls calls() const override { return {.before_run = false, .after_run = false}; }
 };
 
 std::shared_ptr<th::SessionRunHook> idle_hook(std::string_view mode) {
   if (mode == "declared_idle_hooks") return std::make_shared<DeclaredIdleHook>();
-  return std::make_shared<IdleHook>();
+  if (mode == "called_idle_hooks") return std::make_shared<IdleHook>();
+  return std::make_shared<PlainHook>();
 }
 
 void BM_MonitoredStepIdleHooks(benchmark::State& state) {
@@ -377,7 +384,8 @@ bool starts_with(std::string_view s, std::string_view prefix) {
 
 // The micro benchmarks' loops for counting instructions: `steps` runs of an n-node chain through
 // a bare Session (chain) or as plain closures (direct), or of a one-node graph through a
-// MonitoredSession with n idle hooks (idle_hooks: both calls made; declared_idle_hooks: none).
+// MonitoredSession with n idle hooks (idle_hooks: overriding neither per-run call;
+// declared_idle_hooks: also declaring it; called_idle_hooks: both overridden, doing nothing).
 int micro_driver(int64_t steps, std::string_view mode, int64_t n) {
   if (mode == "chain") {
     Chain chain(n);
@@ -460,7 +468,7 @@ int main(int argc, char** argv) {
     if (starts_with(arg, "--n=")) n = std::atoll(argv[i] + 4);
   }
   if (seed_steps >= 0 && (mode == "chain" || mode == "direct" || mode == "idle_hooks" ||
-                          mode == "declared_idle_hooks"))
+                          mode == "declared_idle_hooks" || mode == "called_idle_hooks"))
     return micro_driver(seed_steps, mode, n);
   if (seed_steps >= 0) return seed_driver(seed_steps, mode);
 

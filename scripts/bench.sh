@@ -243,7 +243,7 @@ if [[ "$CALLGRIND" != 0 && -x "$BENCH_DIR/session_bench" ]]; then
     for mode in raw raw_keep mts mts_into session; do
       CACHE_SIM=1 count "$mode" "$mode"
     done
-    for spec in "idle_hooks 0" "idle_hooks 10" "declared_idle_hooks 10" "chain 1" "chain 100" "direct 1" "direct 100"; do
+    for spec in "idle_hooks 0" "idle_hooks 10" "declared_idle_hooks 10" "called_idle_hooks 10" "chain 1" "chain 100" "direct 1" "direct 100"; do
       set -- $spec
       count "$1_$2" "$1" --n="$2"
     done

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "hook_overrides.h"
 #include "trainhooks/errors.h"
 #include "trainhooks/graph.h"
 
@@ -31,9 +32,19 @@ HookRunner::HookRunner(const std::vector<std::shared_ptr<SessionRunHook>>& hooks
   hook_fetch_begin_.assign(hooks.size(), 0);
   hook_fetch_end_.assign(hooks.size(), 0);
   for (size_t i = 0; i < hooks.size(); ++i) {
-    const SessionRunHook::Calls calls = hooks[i]->calls();
-    if (calls.before_run) before_run_hooks_.push_back(i);
-    if (calls.after_run) after_run_hooks_.push_back(i);
+    // What the hook's class defines decides; its calls() only where that cannot be read.
+    bool before_run = true;
+    bool after_run = true;
+    if (const std::optional<HookOverrides> o = overrides(*hooks[i])) {
+      before_run = o->before_run;
+      after_run = o->after_run;
+    } else {
+      const SessionRunHook::Calls calls = hooks[i]->calls();
+      before_run = calls.before_run;
+      after_run = calls.after_run;
+    }
+    if (before_run) before_run_hooks_.push_back(i);
+    if (after_run) after_run_hooks_.push_back(i);
   }
 }
 

@@ -101,12 +101,12 @@ class SessionRunHook {
   virtual void after_run(SessionRunContext& run_context, const SessionRunValues& run_values) {}
   virtual void end(Session& session) {}
 
-  // Which of before_run and after_run the monitored session calls on this hook in each run; read
-  // once, after begin(). A hook that acts only in begin, after_create_session or end, or in one
-  // of the two per-run calls, says so and costs nothing in the runs it skips (a hook that says
-  // nothing costs its two virtual calls and an empty SessionRunArgs per run, about 140
-  // instructions, even when it overrides neither). A call declared false is never made, even if
-  // the hook overrides it.
+  // Not needed: the monitored session calls before_run and after_run only on the hooks whose
+  // class overrides them (read once per session from the class; docs/guide.md), so a hook
+  // that acts only in begin, after_create_session or end costs nothing per run, and an
+  // overridden call is always made. Where that cannot be read (a compiler with another C++ ABI,
+  // found by a check at start), this hint decides instead: a call declared false is then not
+  // made. Read once, after begin().
   struct Calls {
     bool before_run = true;
     bool after_run = true;
