@@ -21,11 +21,16 @@ struct C10dRendezvous {
   // torchrun's agent serves the TCP store (TORCHELASTIC_USE_AGENT_STORE); its keys are per restart.
   bool agent_store = false;
   int restart_count = 0;
+  // Bounds the whole start-up.
   double timeout_secs = 300;
 };
 
-// Joins the Gloo group that `rendezvous` describes. DeadlineExceededError when the others do not
-// arrive within its timeout, UnavailableError when the store cannot be reached, both naming it.
+// Joins the Gloo group that `rendezvous` describes, or fails within its timeout (and a margin for
+// a native call that does not honour it) with one of startup_messages.h's messages: the ranks that
+// never arrived, a store that did not accept a connection (DeadlineExceededError), a missing
+// GLOO_SOCKET_IFNAME interface (InvalidArgument, at once), Gloo's connections between the ranks
+// that arrived (UnavailableError, or DeadlineExceededError for a wait). Warns when Gloo's address
+// is loopback and the master's is not.
 std::unique_ptr<CollectiveBackend> make_gloo_backend(const C10dRendezvous& rendezvous);
 
 }  // namespace trainhooks::distributed::internal

@@ -45,7 +45,8 @@ struct InitOptions {
   // rendezvous, instead of the TCP store at master_addr:master_port. It must not exist before the
   // group's first process starts; c10d removes it when the last one ends.
   std::string file_store;
-  // The rendezvous (all world_size processes reached the store) and every collective.
+  // Start-up as a whole (reaching the store, every rank's arrival there, Gloo's connections: init()
+  // returns or fails within it on every rank), and every collective.
   double timeout_secs = 300;
   // The collective backend: "gloo"; "nccl" and "mpi" where LibTorch was built with them (Debian's
   // LibTorch has neither: UnimplementedError saying so). Empty: the environment variable
@@ -110,10 +111,12 @@ class ProcessGroup {
 
 // Joins the group that the options and torchrun's environment describe (see InitOptions).
 // InvalidArgument naming the variable or option that is missing or malformed (a rank outside
-// [0, world_size), a port outside [1, 65535], RANK without WORLD_SIZE); DeadlineExceededError
-// naming the store's address when the other processes do not arrive within timeout_secs, and
-// UnavailableError when the master cannot be reached. The backend's name is checked first
-// (InitOptions::backend).
+// [0, world_size), a port outside [1, 65535], RANK without WORLD_SIZE, a GLOO_SOCKET_IFNAME that
+// is not an interface of this machine); DeadlineExceededError when the store cannot be reached or
+// other ranks do not arrive within timeout_secs (naming them), UnavailableError or
+// DeadlineExceededError when Gloo cannot connect the ranks that arrived (naming each one's
+// address). Each message is docs/distributed.md's ("Errors at start"). The backend's name is
+// checked first (InitOptions::backend).
 std::shared_ptr<ProcessGroup> init(const InitOptions& options = {});
 
 }  // namespace trainhooks::distributed
