@@ -1,6 +1,7 @@
 #include "trainhooks/input.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/tensor.h>
 
 #include <fmt/format.h>
 

@@ -1,8 +1,9 @@
 #include "optimizer_state.h"
 
-#include <ATen/ATen.h>
 #include <ATen/core/Dict.h>
 #include <ATen/core/List.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/zeros.h>
 #include <torch/optim/adagrad.h>
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
@@ -472,14 +473,29 @@ std::string encoded_optimizer_archive(const c10::IValue& encoded) {
   opt->state().clear();
   for (auto& [id, s] : d.states)
     opt->state()[impl_key(params[static_cast<size_t>(id)])] = std::move(s);
+  return optimizer_archive(*opt);
+}
+
+std::string optimizer_archive(const torch::optim::Optimizer& opt) {
   torch::serialize::OutputArchive archive;
-  opt->save(archive);
+  opt.save(archive);
   std::string out;
   archive.save_to([&out](const void* data, size_t size) {
     out.append(static_cast<const char*>(data), size);
     return size;
   });
   return out;
+}
+
+void load_optimizer_archive(const std::string& archive, torch::optim::Optimizer& opt) {
+  torch::serialize::InputArchive in;
+  in.load_from(archive.data(), archive.size());
+  opt.load(in);
+}
+
+void read_optimizer_archive(const std::string& archive) {
+  torch::serialize::InputArchive in;
+  in.load_from(archive.data(), archive.size());
 }
 
 }  // namespace trainhooks::internal

@@ -57,4 +57,13 @@ std::vector<std::pair<std::string, at::Tensor>> encoded_optimizer_tensors(
 // the encoding is malformed.
 std::string encoded_optimizer_archive(const c10::IValue& encoded);
 
+// LibTorch's Optimizer::save and Optimizer::load through an archive held as bytes, for optimizers
+// that are not built in. Here rather than where they are used so that only this file parses
+// <torch/serialize/archive.h> (about 12 s of compile time).
+std::string optimizer_archive(const torch::optim::Optimizer& opt);
+void load_optimizer_archive(const std::string& archive, torch::optim::Optimizer& opt);
+
+// Reads `archive` as Optimizer::load begins, throwing what LibTorch throws when it cannot.
+void read_optimizer_archive(const std::string& archive);
+
 }  // namespace trainhooks::internal

@@ -1,6 +1,7 @@
 #include "trainhooks/session.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/scalar_tensor.h>
 #include <c10/core/AutogradState.h>
 #include <c10/util/Exception.h>
 

@@ -1,6 +1,7 @@
 #include "trainhooks/summary_ops.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/from_blob.h>
 
 #include <fmt/format.h>
 

@@ -1,6 +1,6 @@
 #include "tensor_format.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/core/grad_mode.h>
 
 #include <fmt/format.h>

@@ -1,10 +1,9 @@
 #include "trainhooks/training_state.h"
 
-#include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/core/grad_mode.h>
 #include <torch/optim/optimizer.h>
-#include <torch/serialize/archive.h>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -58,12 +57,7 @@ OptimizerSnapshot capture_optimizer(torch::optim::Optimizer& opt, bool copy, siz
     s.encoded = std::move(*encoded);
     return s;
   }
-  torch::serialize::OutputArchive archive;
-  opt.save(archive);
-  archive.save_to([&s](const void* data, size_t size) {
-    s.archive.append(static_cast<const char*>(data), size);
-    return size;
-  });
+  s.archive = internal::optimizer_archive(opt);
   bytes += s.archive.size();
   return s;
 }
@@ -145,9 +139,7 @@ RestorePlan plan_restore(Graph& g, const TrainingSnapshot& cp, const std::string
         groups = g.optimizer(t).param_groups().size();
       } else {
         auto scratch = g.make_optimizer(t);
-        torch::serialize::InputArchive archive;
-        archive.load_from(s.archive.data(), s.archive.size());
-        scratch->load(archive);
+        internal::load_optimizer_archive(s.archive, *scratch);
         groups = scratch->param_groups().size();
       }
       if (!s.lrs.empty() && s.lrs.size() != groups) {
@@ -268,9 +260,7 @@ void apply_plan(Graph& g, const TrainingSnapshot& cp, const RestorePlan& plan,
       internal::load_encoded_optimizer(s->encoded, opt);
     } else {
       opt.state().clear();
-      torch::serialize::InputArchive archive;
-      archive.load_from(s->archive.data(), s->archive.size());
-      opt.load(archive);
+      internal::load_optimizer_archive(s->archive, opt);
     }
     // LibTorch's load keeps the current options; PyTorch's load_state_dict restores the learning
     // rate, and schedules that changed it rely on that.

@@ -1,7 +1,7 @@
 #include "trainhooks/checkpoint/inspect_checkpoint.h"
 
-#include <ATen/ATen.h>
-#include <torch/serialize/input-archive.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/view_as_real.h>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -14,6 +14,7 @@
 #include <optional>
 
 #include "checkpoint/best_checkpoints.h"
+#include "optimizer_state.h"
 #include "tensor_format.h"
 #include "trainhooks/checkpoint/checkpoint_format.h"
 #include "trainhooks/checkpoint/checkpoint_reader.h"
@@ -182,8 +183,7 @@ std::optional<std::string> verify_one(const std::string& path, std::string& ok_l
       if (!o.type.empty()) continue;
       const std::string bytes = reader.optimizer_archive(o.train_op);
       try {
-        torch::serialize::InputArchive archive;
-        archive.load_from(bytes.data(), bytes.size());
+        internal::read_optimizer_archive(bytes);
       } catch (const std::exception& e) {
         throw DataLossError(fmt::format(
             "Checkpoint file '{}' is corrupt: the optimizer state of train op '{}' cannot be "

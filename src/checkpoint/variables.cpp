@@ -1,7 +1,8 @@
 #include "trainhooks/checkpoint/variables.h"
 
-#include <ATen/ATen.h>
 #include <ATen/core/Dict.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/core/grad_mode.h>
 #include <ATen/core/ivalue.h>
 #include <torch/serialize.h>
 

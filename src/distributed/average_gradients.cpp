@@ -1,6 +1,7 @@
 #include "trainhooks/distributed/average_gradients.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 
 #include <fmt/format.h>
 

@@ -1,7 +1,8 @@
 #include "trainhooks/distributed/broadcast_variables_hook.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/core/grad_mode.h>
+#include <ATen/ops/zeros.h>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

@@ -1,6 +1,6 @@
 #include "trainhooks/distributed/model_average_hook.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/core/grad_mode.h>
 
 #include "trainhooks/distributed/process_group.h"

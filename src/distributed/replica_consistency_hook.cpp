@@ -1,6 +1,8 @@
 #include "trainhooks/distributed/replica_consistency_hook.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/zeros.h>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

@@ -1,6 +1,7 @@
 #include "trainhooks/hooks/early_stopping_hook.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/core/grad_mode.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 

@@ -1,6 +1,8 @@
 #include "trainhooks/hooks/nan_tensor_hook.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/isinf.h>
+#include <ATen/ops/isnan.h>
 
 #include <cmath>
 

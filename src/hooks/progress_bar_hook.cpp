@@ -2,7 +2,7 @@
 
 #include "util/terminal_line.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <fmt/format.h>
 #include <pthread.h>
 #include <signal.h>

@@ -1,6 +1,6 @@
 #include "trainhooks/summary/summary.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include <algorithm>
 #include <cmath>

@@ -4,7 +4,8 @@
 // before ATen's lists of it are instantiated.
 #include <ATen/core/ivalue.h>
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <c10/core/ScalarType.h>
 
 #include <fcntl.h>

@@ -1,7 +1,9 @@
 #include "checkpoint/format/trainhooks/sidecar.h"
 
-#include <ATen/ATen.h>
 #include <ATen/core/List.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
 
 #include <fmt/format.h>
 

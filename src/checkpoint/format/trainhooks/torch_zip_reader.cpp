@@ -1,6 +1,6 @@
 #include "checkpoint/format/trainhooks/torch_zip_reader.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <c10/core/CPUAllocator.h>
 #include <caffe2/serialize/inline_container.h>
 #include <caffe2/serialize/read_adapter_interface.h>

@@ -1,7 +1,7 @@
 #include "checkpoint/format/trainhooks/trainhooks_format.h"
 
-#include <ATen/ATen.h>
 #include <ATen/core/Dict.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
 
 #include <fmt/format.h>
