@@ -5,7 +5,9 @@
 // they forward to malloc and free and count only while a thread's counting flag is set, so other
 // tests and other threads are unaffected. Tensor storage comes from c10's allocator, not
 // operator new, but a TensorImpl is made with new: the ops here return tensors made beforehand.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/ones.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>

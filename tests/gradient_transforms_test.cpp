@@ -1,6 +1,10 @@
 #include "trainhooks/gradient_transforms.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/randn.h>
+#include <ATen/ops/zeros_like.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <torch/types.h>  // clip_grad.h uses torch::Tensor without including it

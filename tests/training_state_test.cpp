@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <torch/nn/modules/linear.h>
 #include <torch/optim/optimizer.h>
 
 #include <cstdint>

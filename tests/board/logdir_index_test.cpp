@@ -1,6 +1,8 @@
 #include "trainhooks/board/logdir_index.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/full.h>
 #include <gtest/gtest.h>
 
 #include <atomic>

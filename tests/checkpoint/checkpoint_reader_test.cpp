@@ -1,6 +1,10 @@
 #include "trainhooks/checkpoint/checkpoint_reader.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/tensor.h>
+#include <ATen/ops/zeros.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <torch/optim/adam.h>

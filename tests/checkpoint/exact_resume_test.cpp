@@ -2,8 +2,8 @@
 // new process, then up to N again give equal variables, Adam state, global step, input position
 // and RNG state. The model has dropout and a shuffled input, so a resume that failed to restore
 // the RNG state or the input position would diverge.
-#include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/Tensor.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

@@ -3,7 +3,7 @@
 // bytes today. A change of the checkpoint code that alters a byte of the files fails here; a
 // deliberate format change regenerates them (TRAINHOOKS_UPDATE_GOLDEN=1, docs/testing.md) and
 // says so in docs/formats.md.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <gtest/gtest.h>
 
 #include <cstdlib>

@@ -1,7 +1,7 @@
 // Keep-best checkpoints: CheckpointManagerOptions::keep_best (checkpoint/keep_best.h), given to a
 // manager directly or through MonitoredTrainingSession's keep_best; the CheckpointSaverHook
 // passes the scores.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

@@ -3,8 +3,8 @@
 // parses and every checkpoint it lists is complete and restores; every restart restores the
 // newest one and continues from the step after it; and training to the end after all the kills
 // gives bit-identically the state of a run that was never interrupted.
-#include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/Tensor.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>

@@ -1,8 +1,11 @@
 // Checkpoint files malformed in the ways the fuzz targets (fuzz/) found, built here byte for byte
 // by the library's own writer: each must be a DataLossError naming the file, never a read out of
 // bounds (which `make sanitize` would report).
-#include <ATen/ATen.h>
 #include <ATen/core/Dict.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/zeros.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

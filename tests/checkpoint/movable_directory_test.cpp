@@ -2,7 +2,7 @@
 // `cp -r`: the state file lists paths relative to its directory, and the absolute paths of older
 // state files resolve to the files beside them. Training resumed from the new place is
 // bit-identical to an uninterrupted run, and a copy never touches the original's files.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

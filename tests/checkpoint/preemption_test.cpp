@@ -1,7 +1,7 @@
 // A training process signalled with SIGTERM or SIGINT stops after its current step, saves a
 // final checkpoint at that step and exits 0; a second signal ends it at once.
-#include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/Tensor.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>

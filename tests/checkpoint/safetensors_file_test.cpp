@@ -1,6 +1,12 @@
 #include "checkpoint/format/safetensors/safetensors_file.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/randn.h>
+#include <ATen/ops/scalar_tensor.h>
+#include <ATen/ops/zeros.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

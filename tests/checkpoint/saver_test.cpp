@@ -3,6 +3,8 @@
 // tested in tf1_saver_test.cpp; a directory of checkpoints in checkpoint_manager_test.cpp.
 #include "trainhooks/checkpoint/saver.h"
 
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/equal.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -102,7 +104,7 @@ TEST_F(OneCheckpointSaverTest, ASnapshotWithoutACopySharesTheLiveTensors) {
   th::Saver(c.g, saver_options()).restore(sc, dir.file("copied.ckpt"));
   expect_same(b.values(), a.values());
   expect_same(c.values(), at2);
-  EXPECT_FALSE(torch::equal(b.values()[0], c.values()[0]));
+  EXPECT_FALSE(at::equal(b.values()[0], c.values()[0]));
 }
 
 TEST_F(OneCheckpointSaverTest, ASessionOfAnotherGraphIsRefusedByEveryMethod) {

@@ -3,12 +3,13 @@
 // StateProvider), a fake Env, a temporary directory and small file helpers.
 #pragma once
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/equal.h>
 #include <gtest/gtest.h>
-#include <torch/nn/modules/linear.h>
 
 #include <cstdint>
 #include <exception>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -23,6 +24,10 @@
 #include "trainhooks/input.h"
 #include "trainhooks/optimizers.h"
 #include "trainhooks/session.h"
+
+namespace torch::nn {
+class Module;
+}
 
 namespace trainhooks::testing::saver_fixture {
 
@@ -43,32 +48,16 @@ struct Counter : th::StateProvider {
 
 // A module, an Adam train op, a shuffled endless input and a registered counter.
 struct Model {
-  explicit Model(int64_t seed = 1, th::OptimizerFactory optimizer = th::adam(0.05)) {
-    torch::manual_seed(seed);  // different module initialisations for different seeds
-    net = torch::nn::Linear(3, 2);
-    g.add_module("net", net);
-    auto xs = torch::arange(48, torch::kFloat).reshape({16, 3}) / 20;
-    auto ys = torch::stack({xs.sum(1), xs.select(1, 0) - xs.select(1, 2)}, 1);
-    batch = g.input("data", th::tensor_source({xs, ys}, {"x", "y"}),
-                    {.batch_size = 3, .shuffle = true, .seed = 5, .num_epochs = 0});
-    auto n = net.ptr();  // a shared_ptr: forward() is non-const
-    auto b = batch;
-    loss =
-        g.op("loss", [=](th::Run& r) { return (n->forward(r[b[0]]) - r[b[1]]).square().mean(); });
-    train = g.minimize("train", loss, std::move(optimizer));
-    g.register_state("test/counter", &counter);
-  }
+  // In saver_test_model.cpp, so that the tests including this header do not parse LibTorch's nn
+  // modules.
+  explicit Model(int64_t seed = 1, th::OptimizerFactory optimizer = th::adam(0.05));
   void steps(th::Session& s, int n) {
     for (int i = 0; i < n; ++i) s.run({train});
   }
-  std::vector<at::Tensor> values() const {
-    std::vector<at::Tensor> out;
-    for (th::Node v : g.variables()) out.push_back(g.variable_value(v).detach().clone());
-    return out;
-  }
+  std::vector<at::Tensor> values() const;
 
   th::Graph g;
-  torch::nn::Linear net{nullptr};
+  std::shared_ptr<torch::nn::Module> net;  // a Linear(3, 2)
   th::InputNodes batch;
   th::Node loss, train;
   Counter counter;
@@ -76,7 +65,7 @@ struct Model {
 
 inline void expect_same(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
   ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i])) << "variable " << i;
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(at::equal(a[i], b[i])) << "variable " << i;
 }
 
 template <typename E, typename Fn>

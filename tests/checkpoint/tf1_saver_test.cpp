@@ -1,6 +1,6 @@
 #include "trainhooks/checkpoint/tf1_saver.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <torch/nn/modules/linear.h>

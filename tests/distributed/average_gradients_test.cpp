@@ -3,7 +3,12 @@
 // the named error.
 #include "trainhooks/distributed/average_gradients.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/sin.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

@@ -3,7 +3,11 @@
 // sessions are created.
 #include "trainhooks/distributed/broadcast_variables_hook.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/cos.h>
+#include <ATen/ops/sin.h>
+#include <ATen/ops/zeros.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

@@ -2,7 +2,10 @@
 // are missing or malformed, an unreachable master and a rendezvous nobody joins.
 #include "trainhooks/distributed/process_group.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/ones.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>

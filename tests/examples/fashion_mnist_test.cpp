@@ -2,7 +2,8 @@
 // its flags' errors, its summaries, and that a run interrupted by SIGINT and run again continues
 // the same schedule: the learning rate, the global step sequence, the losses and the final
 // variables equal an uninterrupted run's.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/equal.h>
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,5 +1,7 @@
 // Runs the seed example end to end and checks what it prints and saves.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/zeros.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>

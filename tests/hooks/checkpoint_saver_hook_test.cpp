@@ -1,6 +1,6 @@
 #include "trainhooks/hooks/checkpoint_saver_hook.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <torch/types.h>

@@ -1,6 +1,8 @@
 #include "trainhooks/hooks/early_stopping_hook.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/scalar_tensor.h>
+#include <ATen/ops/zeros.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
