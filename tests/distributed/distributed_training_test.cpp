@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "checkpoint/child_process.h"
+#include "distributed/trainer_command.h"
 #include "test_util.h"
 
 namespace th = trainhooks;
@@ -27,6 +28,7 @@ using th::testing::describe_status;
 using th::testing::free_port;
 using th::testing::read_text;
 using th::testing::TempDir;
+using th::testing::trainer_command;
 
 namespace {
 
@@ -67,29 +69,6 @@ struct RankRun {
   }
 };
 
-std::vector<std::string> trainer(const std::vector<std::string>& env,
-                                 const std::vector<std::string>& args) {
-  std::vector<std::string> argv{"/usr/bin/env",
-                                "-u",
-                                "RANK",
-                                "-u",
-                                "WORLD_SIZE",
-                                "-u",
-                                "MASTER_ADDR",
-                                "-u",
-                                "MASTER_PORT",
-                                "-u",
-                                "LOCAL_RANK",
-                                "-u",
-                                "TORCHELASTIC_RESTART_COUNT",
-                                "-u",
-                                "TORCHELASTIC_USE_AGENT_STORE"};
-  argv.insert(argv.end(), env.begin(), env.end());
-  argv.push_back(TRAINHOOKS_DISTRIBUTED_TRAINER);
-  argv.insert(argv.end(), args.begin(), args.end());
-  return argv;
-}
-
 // Runs `world` ranks of the trainer over a file store in `dir` and waits for all of them.
 std::vector<RankRun> run_ranks(const TempDir& dir, int world, std::vector<std::string> args) {
   static int serial = 0;
@@ -100,7 +79,7 @@ std::vector<RankRun> run_ranks(const TempDir& dir, int world, std::vector<std::s
   for (int r = 0; r < world; ++r) {
     logs.push_back(dir.file("rank" + std::to_string(r) + "-" + std::to_string(serial) + ".log"));
     children.push_back(std::make_unique<ChildProcess>(
-        trainer({"RANK=" + std::to_string(r), "WORLD_SIZE=" + std::to_string(world)}, args),
+        trainer_command({"RANK=" + std::to_string(r), "WORLD_SIZE=" + std::to_string(world)}, args),
         logs.back()));
   }
   std::vector<RankRun> runs(world);
@@ -115,7 +94,7 @@ std::vector<RankRun> run_ranks(const TempDir& dir, int world, std::vector<std::s
 
 RankRun run_single(const TempDir& dir, const std::vector<std::string>& args) {
   const std::string log = dir.file("single.log");
-  ChildProcess child(trainer({}, args), log);
+  ChildProcess child(trainer_command({}, args), log);
   RankRun run;
   run.status = child.wait(kTimeout);
   if (!run.status) child.kill_and_reap();
@@ -318,8 +297,8 @@ TEST(DistributedTrainingTest, TorchrunRestartsAKilledWorkerAndEveryRankEndsAtThe
   const std::string ckpt = dir.file("ckpt");
   const std::string log = dir.file("torchrun.log");
   std::vector<std::string> argv =
-      trainer({}, {"--dir", ckpt, "--save-steps", "3", "--last-step", "10", "--batch", "8",
-                   "--die-at-step", "5", "--timeout", "30"});
+      trainer_command({}, {"--dir", ckpt, "--save-steps", "3", "--last-step", "10", "--batch", "8",
+                           "--die-at-step", "5", "--timeout", "30"});
   // torchrun in place of the trainer: /usr/bin/env -u ... torchrun <flags> trainer args...
   const auto at = std::find(argv.begin(), argv.end(), std::string(TRAINHOOKS_DISTRIBUTED_TRAINER));
   argv.insert(

@@ -18,6 +18,7 @@
 
 #include "checkpoint/child_process.h"
 #include "distributed/network.h"
+#include "distributed/trainer_command.h"
 #include "test_util.h"
 
 namespace th = trainhooks;
@@ -29,6 +30,7 @@ using th::testing::describe_status;
 using th::testing::free_port;
 using th::testing::read_text;
 using th::testing::TempDir;
+using th::testing::trainer_command;
 
 namespace {
 
@@ -55,37 +57,11 @@ struct Ended {
   }
 };
 
-// distributed_trainer with torchrun's variables cleared, then `env`.
-std::vector<std::string> trainer(const std::vector<std::string>& env,
-                                 const std::vector<std::string>& args) {
-  std::vector<std::string> argv{"/usr/bin/env",
-                                "-u",
-                                "RANK",
-                                "-u",
-                                "WORLD_SIZE",
-                                "-u",
-                                "MASTER_ADDR",
-                                "-u",
-                                "MASTER_PORT",
-                                "-u",
-                                "LOCAL_RANK",
-                                "-u",
-                                "GLOO_SOCKET_IFNAME",
-                                "-u",
-                                "TORCHELASTIC_RESTART_COUNT",
-                                "-u",
-                                "TORCHELASTIC_USE_AGENT_STORE"};
-  argv.insert(argv.end(), env.begin(), env.end());
-  argv.push_back(TRAINHOOKS_DISTRIBUTED_TRAINER);
-  argv.insert(argv.end(), args.begin(), args.end());
-  return argv;
-}
-
 // A rank started now, its stderr in `log`.
 struct Rank {
   Rank(const std::vector<std::string>& env, const std::vector<std::string>& args,
        const std::string& log_path)
-      : log(log_path), start(Clock::now()), child(trainer(env, args), log_path) {}
+      : log(log_path), start(Clock::now()), child(trainer_command(env, args), log_path) {}
   Ended wait(double secs) {
     Ended out;
     out.status = child.wait(secs);
