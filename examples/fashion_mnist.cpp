@@ -15,7 +15,9 @@
 //   - a progress bar on a terminal, plain progress lines every 30 s otherwise
 //   - --distributed: data-parallel over the processes torchrun starts (docs/distributed.md), each
 //     on its shard of the training split with a batch of --batch-size, the gradients averaged;
-//     rank 0 plans, evaluates, writes checkpoints and summaries
+//     rank 0 plans, evaluates, writes checkpoints and summaries. --global-batch-size G instead
+//     keeps the batch of all ranks together at G (G / ranks each) when torchrun --nnodes 1:2
+//     restarts the run on another number of ranks
 //
 // The budget is --minutes (default 3) or --steps. Minutes are turned into a number of steps by
 // timing a few steps of the model on this machine before training, so that the schedule can end
@@ -32,7 +34,8 @@
 // (default 1.25 x --minutes; none with --steps unless given) with its checkpoint; the same command
 // continues it.
 //
-//   fashion_mnist [--minutes 3 | --steps N] [--data-dir DIR] [--logdir DIR] [--batch-size 64]
+//   fashion_mnist [--minutes 3 | --steps N] [--data-dir DIR] [--logdir DIR]
+//                 [--batch-size 64 | --global-batch-size G]
 //                 [--lr 0.002] [--optimizer adam|sgd] [--warmup-steps 200] [--eval-every N]
 //                 [--preempted-exit-code N] [--time-limit-exit-code N] [--distributed] ...
 //   torchrun --no_python --redirects 2 --tee 2 --nnodes=1 --nproc_per_node=2
@@ -85,6 +88,7 @@ struct Flags {
   int time_limit_exit_code = 75;
   int step_delay_ms = 0;
   int64_t batch_size = 64;
+  int64_t global_batch_size = 0;  // > 0: the batch of all ranks together, instead of batch_size
   double lr = 2e-3;
   std::string optimizer = "adam";
   std::optional<int64_t> warmup_steps;  // default: 200, or a tenth of a shorter run
@@ -112,8 +116,9 @@ struct Replanned {
 // re-planning, read by resumed runs so that they continue the same schedule whatever the budget
 // flags say.
 struct Plan {
-  int64_t total_steps = 0;  // as first planned
-  int64_t batch_size = 0;
+  int64_t total_steps = 0;        // as first planned
+  int64_t batch_size = 0;         // per rank, with --batch-size
+  int64_t global_batch_size = 0;  // all ranks together, with --global-batch-size (0: not used)
   bool regularize = false;
   int64_t warmup_steps = -1;  // < 0: not recorded (a plan of an earlier version): the flag's
   double budget_minutes = 0;  // the --minutes budget it was planned for; 0: --steps
@@ -167,6 +172,7 @@ nlohmann::json plan_json(const Plan& plan) {
     replans.push_back({{"at_step", r.at_step}, {"last_step", r.last_step}});
   return {{"total_steps", plan.total_steps},
           {"batch_size", plan.batch_size},
+          {"global_batch_size", plan.global_batch_size},
           {"regularize", plan.regularize},
           {"warmup_steps", plan.warmup_steps},
           {"budget_minutes", plan.budget_minutes},
@@ -178,6 +184,7 @@ nlohmann::json plan_json(const Plan& plan) {
 Plan plan_from_json(const nlohmann::json& j) {
   Plan plan{.total_steps = j.at("total_steps").get<int64_t>(),
             .batch_size = j.at("batch_size").get<int64_t>(),
+            .global_batch_size = j.value("global_batch_size", int64_t{0}),
             .regularize = j.value("regularize", false),
             .warmup_steps = j.value("warmup_steps", int64_t{-1}),
             .budget_minutes = j.value("budget_minutes", 0.0),
@@ -213,6 +220,25 @@ void write_plan(const fs::path& path, const Plan& plan) {
     ::fsync(dir);
     ::close(dir);
   }
+}
+
+// Whether the batch flags differ from a plan's: "" when they agree, else what differs (the
+// caller says from whose plan).
+std::string batch_differs(const Plan& plan, const Flags& f) {
+  if (plan.global_batch_size > 0) {
+    if (f.global_batch_size == plan.global_batch_size) return "";
+    return f.global_batch_size > 0
+               ? fmt::format("--global-batch-size {} differs from the {}", f.global_batch_size,
+                             plan.global_batch_size)
+               : fmt::format("--batch-size {} differs from the --global-batch-size {}",
+                             f.batch_size, plan.global_batch_size);
+  }
+  if (f.global_batch_size > 0) {
+    return fmt::format("--global-batch-size {} differs from the --batch-size {}",
+                       f.global_batch_size, plan.batch_size);
+  }
+  if (f.batch_size == plan.batch_size) return "";
+  return fmt::format("--batch-size {} differs from the {}", f.batch_size, plan.batch_size);
 }
 
 std::optional<Plan> read_plan(const fs::path& path) {
@@ -330,6 +356,14 @@ int run(const Flags& f) {
   const std::shared_ptr<th::distributed::ProcessGroup> pg = dp ? dp->process_group() : nullptr;
   const bool chief = !pg || pg->is_chief();
   const int world = pg ? pg->world_size() : 1;
+  // The examples of one step, all ranks together, and each rank's share of them.
+  if (f.global_batch_size % world != 0) {
+    throw th::InvalidArgument(
+        fmt::format("--global-batch-size {} does not divide among {} ranks: give a multiple of {}",
+                    f.global_batch_size, world, world));
+  }
+  const int64_t global_batch = f.global_batch_size > 0 ? f.global_batch_size : f.batch_size * world;
+  const int64_t rank_batch = global_batch / world;
   // LibTorch's default may be one thread (it counts physical cores as it sees them): use them
   // all, shared by the processes of this machine.
   torch::set_num_threads(f.threads > 0
@@ -348,11 +382,9 @@ int run(const Flags& f) {
   if (!chief) {
     // Given by the chief below.
   } else if (plan) {
-    if (plan->batch_size != f.batch_size) {
-      throw th::InvalidArgument(fmt::format(
-          "--batch-size {} differs from the {} of the run in {}: use the same, or a new --logdir",
-          f.batch_size, plan->batch_size, f.logdir));
-    }
+    if (std::string e = batch_differs(*plan, f); !e.empty())
+      throw th::InvalidArgument(
+          fmt::format("{} of the run in {}: use the same, or a new --logdir", e, f.logdir));
     if (plan->warmup_steps < 0) plan->warmup_steps = f.warmup_steps.value_or(kDefaultWarmupSteps);
     if (f.warmup_steps && *f.warmup_steps != plan->warmup_steps) {
       throw th::InvalidArgument(fmt::format(
@@ -366,9 +398,11 @@ int run(const Flags& f) {
                              plan->last_step());
   } else {
     const double per_epoch =
-        static_cast<double>(train_source->size()) / static_cast<double>(f.batch_size * world);
-    plan = Plan{
-        .total_steps = f.steps, .batch_size = f.batch_size, .regularize = f.regularize == "on"};
+        static_cast<double>(train_source->size()) / static_cast<double>(global_batch);
+    plan = Plan{.total_steps = f.steps,
+                .batch_size = f.global_batch_size > 0 ? 0 : f.batch_size,
+                .global_batch_size = f.global_batch_size,
+                .regularize = f.regularize == "on"};
     if (f.steps == 0) {
       // Start-up and the evaluations (every --eval-every steps and at the end) come out of the
       // budget first.
@@ -393,7 +427,7 @@ int run(const Flags& f) {
       };
       auto fit_budget = [&](bool regularize) {
         Net probe(net_options(regularize));
-        Fit fit{time_model(probe, f.batch_size, test_source->size(), regularize)};
+        Fit fit{time_model(probe, rank_batch, test_source->size(), regularize)};
         const Timing& t = fit.timing;
         const double budget = f.minutes * 60 - 5;
         const int64_t evals = static_cast<int64_t>(budget / t.step_seconds) / f.eval_every + 1;
@@ -415,8 +449,7 @@ int run(const Flags& f) {
       std::cout << fmt::format(
           "Budget {:g} min at {:.1f} ms per step and {:.1f} s per evaluation on this machine: {} "
           "steps of batch {}\n",
-          f.minutes, fit.timing.step_seconds * 1e3, fit.timing.eval_seconds, fit.steps,
-          f.batch_size);
+          f.minutes, fit.timing.step_seconds * 1e3, fit.timing.eval_seconds, fit.steps, rank_batch);
     } else if (f.regularize == "auto") {
       plan->regularize = plan->total_steps / per_epoch > kRegularizeAfterEpochs;
     }
@@ -433,10 +466,8 @@ int run(const Flags& f) {
   if (pg) {
     const auto j = nlohmann::json::parse(pg->broadcast_bytes(chief ? plan_json(*plan).dump() : ""));
     plan = plan_from_json(j);
-    if (plan->batch_size != f.batch_size) {
-      throw th::InvalidArgument(fmt::format("--batch-size {} differs from the chief's {}",
-                                            f.batch_size, plan->batch_size));
-    }
+    if (std::string e = batch_differs(*plan, f); !e.empty())
+      throw th::InvalidArgument(fmt::format("{} of the chief", e));
   }
   // The same initial weights whatever the planning did.
   torch::manual_seed(static_cast<uint64_t>(f.seed));
@@ -445,7 +476,8 @@ int run(const Flags& f) {
   th::Graph g;
   g.add_module("net", net);
   auto train = g.input("train", train_source,
-                       {.batch_size = f.batch_size,
+                       {.batch_size = f.global_batch_size > 0 ? 1 : f.batch_size,
+                        .global_batch_size = f.global_batch_size,
                         .shuffle = true,
                         .seed = f.seed,
                         .num_epochs = 0,
@@ -673,7 +705,14 @@ int main(int argc, char** argv) {
                  "Stop with a checkpoint after this many minutes of training even if the planned "
                  "steps are not done (default 1.25 x --minutes; none with --steps); 0: none")
       ->check(non_negative);
-  app.add_option("--batch-size", f.batch_size)->check(positive)->capture_default_str();
+  auto* batch_size = app.add_option("--batch-size", f.batch_size, "Batch of each rank")
+                         ->check(positive)
+                         ->capture_default_str();
+  app.add_option("--global-batch-size", f.global_batch_size,
+                 "Batch of all ranks together, G / ranks each, kept when the number of ranks "
+                 "changes (instead of --batch-size)")
+      ->check(positive)
+      ->excludes(batch_size);
   app.add_option("--lr", f.lr, "Peak learning rate")->check(positive)->capture_default_str();
   app.add_option("--optimizer", f.optimizer)
       ->check(CLI::IsMember({"adam", "sgd"}))

@@ -15,6 +15,8 @@ PACKAGES=(
   # trainhooks board: the HTTP server library; its browser tests run headless Chromium
   libcpp-httplib-dev chromium
   dataset-fashion-mnist
+  # the two-node test: network namespaces (ip netns) and a host name per node (unshare)
+  iproute2 util-linux
   # make sanitize / make tsan: GCC's sanitizer runtimes (g++ usually brings them along)
   libasan8 libubsan1 libtsan2
   # make fuzz: clang with libFuzzer; llvm-14 for symbolized sanitizer reports

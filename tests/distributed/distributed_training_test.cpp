@@ -220,6 +220,45 @@ TEST(DistributedTrainingTest, AResumeOnMoreRanksReadsEveryExampleOfTheEpochOnce)
   resume_on_another_number_of_ranks(2, 4);
 }
 
+// The training itself continues across the change: with the global batch kept
+// (InputOptions::global_batch_size), every step after the resume trains on the same examples as a
+// run that never changed its number of ranks, so the variables (and the loss curve) follow that
+// run's to rounding, across the end of the first epoch too (6 steps of 16 of 64 examples).
+void resume_continues_the_training(int w0, int w1) {
+  SCOPED_TRACE(::testing::Message() << w0 << " ranks, then " << w1);
+  TempDir dir;
+  const std::string ckpt = dir.file("ckpt");
+  const std::vector<std::string> common{"--save-steps", "1000", "--global-batch", "16"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), common.begin(), common.end());
+    return extra;
+  };
+  auto first = run_ranks(dir, w0, with({"--dir", ckpt, "--last-step", "3"}));
+  for (const auto& r : first) ASSERT_TRUE(r.ok()) << r.describe();
+  auto second = run_ranks(dir, w1, with({"--dir", ckpt, "--last-step", "6"}));
+  for (const auto& r : second) ASSERT_TRUE(r.ok()) << r.describe();
+  auto straight = run_ranks(dir, 1, with({"--last-step", "6"}));
+  ASSERT_TRUE(straight[0].ok()) << straight[0].describe();
+  const auto want = straight[0].steps(), before = first[0].steps(), after = second[0].steps();
+  ASSERT_EQ(before.size(), 3u);
+  ASSERT_EQ(after.size(), 3u);
+  for (int64_t step = 1; step <= 6; ++step) {
+    const std::vector<double> expected = values(want.at(step)),
+                              got = values((step <= 3 ? before : after).at(step));
+    ASSERT_EQ(got.size(), expected.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_NEAR(got[i], expected[i], 1e-5 + 1e-5 * std::abs(expected[i])) << "step " << step;
+  }
+  // Still moving: the resumed steps are not the first run's last state over again.
+  EXPECT_NE(after.at(4), before.at(3));
+}
+
+TEST(DistributedTrainingTest, AResumeOnAnotherNumberOfRanksContinuesTheSameTraining) {
+  resume_continues_the_training(2, 1);
+  resume_continues_the_training(1, 2);
+  resume_continues_the_training(2, 4);
+}
+
 // InputOptions::global_batch_size: the same batch of all ranks together on 1 and on 2 ranks, so
 // that the two runs train the same model (to rounding: the mean over two halves).
 TEST(DistributedTrainingTest, AGlobalBatchIsSharedOutAmongTheRanks) {

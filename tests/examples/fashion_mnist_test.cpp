@@ -312,6 +312,33 @@ TEST_F(FashionMnistExampleTest, ASlowerMachineIsRePlannedAndTheScheduleStillEnds
                         logdir, last, last));
 }
 
+// --global-batch-size in place of --batch-size: the plan records it, a resumed run must give the
+// same, and the two flags together are a usage error.
+TEST_F(FashionMnistExampleTest, AGlobalBatchSizeIsPlannedAndKeptOnResume) {
+  const std::string logdir = dir.file("run");
+  std::vector<std::string> a = args(logdir, 60);
+  const auto at = std::find(a.begin(), a.end(), std::string("--batch-size"));
+  ASSERT_NE(at, a.end());
+  *at = "--global-batch-size";
+  auto r = run_example(a, dir.file("first.txt"));
+  ASSERT_EQ(exit_code(r.status), 0) << read_file(dir.file("first.txt"));
+  const auto plan = nlohmann::json::parse(read_file(logdir + "/plan.json"));
+  EXPECT_EQ(plan.at("global_batch_size").get<int64_t>(), 8);
+  EXPECT_EQ(plan.at("batch_size").get<int64_t>(), 0);
+  EXPECT_EQ(th::load_checkpoint(logdir).global_step(), 60);
+  auto other = run_example(args(logdir, 60), dir.file("second.txt"));
+  EXPECT_EQ(exit_code(other.status), 1);
+  EXPECT_THAT(read_file(dir.file("second.txt")),
+              HasSubstr(fmt::format("fashion_mnist: --batch-size 8 differs from the "
+                                    "--global-batch-size 8 of the run in {}: use the same, or a "
+                                    "new --logdir\n",
+                                    logdir)));
+  auto both = run_example({"--batch-size", "8", "--global-batch-size", "8"}, dir.file("both.txt"));
+  EXPECT_EQ(exit_code(both.status), 2);
+  EXPECT_EQ(read_file(dir.file("both.txt")),
+            "fashion_mnist: --batch-size excludes --global-batch-size (see --help)\n");
+}
+
 TEST_F(FashionMnistExampleTest, BadFlagsAndMissingDataAreClearErrors) {
   auto bad = run_example({"--batch-size", "0"}, dir.file("err1.txt"));
   EXPECT_EQ(exit_code(bad.status), 2);

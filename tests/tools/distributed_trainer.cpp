@@ -17,15 +17,25 @@
 //       [--perturb-at S]          rank 1 changes b by 1e-3 there (the consistency check fails)
 //       [--timeout SECS]
 //       [--print-ids 1]           also print `ids <global step> <example ids of this rank's batch>`
+//       [--print-ids 2]           print `ids <global step> <group> <rank> <world size> <ids>...`
+//                                 instead, <group> a number that grows with each start of the
+//                                 group (rank 0's clock at its start, in ns): of the lines of one
+//                                 step, those of the greatest group are the ones that count
+//       [--step-delay-ms MS]      sleep MS after each step (a test acts mid-run)
+//       [--alone-delay-ms MS]     the same, when the group is of 1 rank (instead)
 //       [--global-batch G]        InputOptions::global_batch_size G instead of --batch
 #include <torch/torch.h>
 
+#include <fmt/format.h>
+
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "trainhooks/distributed/average_gradients.h"
 #include "trainhooks/distributed/model_average_hook.h"
@@ -45,7 +55,8 @@ struct Args {
   std::string dir, file_store, mode = "sync";
   int64_t last_step = 10, batch = 8, save_steps = 0, average_every = 1, check_every = 0;
   int64_t die_at = -1, stop_rank = -1, stop_at = -1, perturb_at = -1, global_batch = 0;
-  bool print_ids = false;
+  int print_ids = 0;
+  int64_t step_delay_ms = 0, alone_delay_ms = 0;
   double timeout = 60;
 };
 
@@ -65,8 +76,16 @@ std::string variables_line(th::Graph& g, th::Node w, th::Node b) {
 
 class StepHook : public th::SessionRunHook {
  public:
-  StepHook(const Args& a, int rank, int restarts, th::Node w, th::Node b, th::Node ids)
-      : a_(a), rank_(rank), restarts_(restarts), w_(w), b_(b), ids_(ids) {}
+  StepHook(const Args& a, const th::distributed::ProcessGroup& pg, int64_t group, th::Node w,
+           th::Node b, th::Node ids)
+      : a_(a),
+        rank_(pg.rank()),
+        world_(pg.world_size()),
+        restarts_(pg.restart_count()),
+        group_(group),
+        w_(w),
+        b_(b),
+        ids_(ids) {}
   th::SessionRunArgs before_run(th::SessionRunContext&) override {
     if (a_.print_ids) return {{ids_}};
     return {};
@@ -77,6 +96,7 @@ class StepHook : public th::SessionRunHook {
     if (a_.print_ids) {
       const torch::Tensor ids = values.results[ids_].contiguous();
       std::string line = "ids " + std::to_string(step);
+      if (a_.print_ids == 2) line += fmt::format(" {} {} {}", group_, rank_, world_);
       for (int64_t i = 0; i < ids.numel(); ++i)
         line += " " + std::to_string(ids.data_ptr<int64_t>()[i]);
       std::printf("%s\n", line.c_str());
@@ -89,17 +109,28 @@ class StepHook : public th::SessionRunHook {
     std::fflush(stdout);
     if (rank_ == 1 && restarts_ == 0 && step == a_.die_at) std::raise(SIGKILL);
     if (rank_ == a_.stop_rank && step == a_.stop_at) ctx.request_stop();
+    const int64_t delay =
+        world_ == 1 && a_.alone_delay_ms > 0 ? a_.alone_delay_ms : a_.step_delay_ms;
+    if (delay > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay));
   }
 
  private:
   Args a_;
-  int rank_, restarts_;
+  int rank_, world_, restarts_;
+  int64_t group_;
   th::Node w_, b_, ids_;
 };
 
 int run(const Args& a) {
   th::distributed::InitOptions init{.file_store = a.file_store, .timeout_secs = a.timeout};
   auto pg = th::distributed::init(init);
+  // A number that grows with each start of the group: rank 0's clock, the same on every rank.
+  torch::Tensor group =
+      torch::tensor({static_cast<int64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                              std::chrono::system_clock::now().time_since_epoch())
+                                              .count())},
+                    torch::kLong);
+  if (a.print_ids == 2) pg->broadcast(group);
 
   // 64 fixed examples of y = x·[1, -2, 3] + 0.5.
   torch::Tensor xs = torch::sin(torch::arange(192, torch::kFloat)).reshape({64, 3});
@@ -129,7 +160,7 @@ int run(const Args& a) {
     hooks.push_back(std::make_shared<th::distributed::ModelAverageHook>(pg, a.average_every));
   if (a.check_every > 0)
     hooks.push_back(std::make_shared<th::distributed::ReplicaConsistencyHook>(pg, a.check_every));
-  hooks.push_back(std::make_shared<StepHook>(a, pg->rank(), pg->restart_count(), w, b, batch[2]));
+  hooks.push_back(std::make_shared<StepHook>(a, *pg, group.item<int64_t>(), w, b, batch[2]));
 
   th::MonitoredTrainingSessionOptions options{
       .checkpoint_dir = a.dir,
@@ -180,9 +211,13 @@ int main(int argc, char** argv) {
     else if (flag == "--perturb-at")
       a.perturb_at = std::stoll(value);
     else if (flag == "--print-ids")
-      a.print_ids = value == "1";
+      a.print_ids = std::stoi(value);
     else if (flag == "--global-batch")
       a.global_batch = std::stoll(value);
+    else if (flag == "--step-delay-ms")
+      a.step_delay_ms = std::stoll(value);
+    else if (flag == "--alone-delay-ms")
+      a.alone_delay_ms = std::stoll(value);
     else if (flag == "--timeout")
       a.timeout = std::stod(value);
     else {
