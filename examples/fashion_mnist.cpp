@@ -13,6 +13,9 @@
 //   - TensorBoard summaries in --logdir (loss, train accuracy, learning_rate, weight histograms,
 //     a grid of the batch's images) and --logdir/eval (test accuracy and loss)
 //   - a progress bar on a terminal, plain progress lines every 30 s otherwise
+//   - --ema DECAY: an exponential moving average of the weights (decay warmed up as TF's
+//     num_updates), updated after every step, saved in the checkpoints, and evaluated in place of
+//     the trained weights
 //   - --distributed: data-parallel over the processes torchrun starts (docs/distributed.md), each
 //     on its shard of the training split with a batch of --batch-size, the gradients averaged;
 //     rank 0 plans, evaluates, writes checkpoints and summaries. --global-batch-size G instead
@@ -37,7 +40,8 @@
 //   fashion_mnist [--minutes 3 | --steps N] [--data-dir DIR] [--logdir DIR]
 //                 [--batch-size 64 | --global-batch-size G]
 //                 [--lr 0.002] [--optimizer adam|sgd] [--warmup-steps 200] [--eval-every N]
-//                 [--preempted-exit-code N] [--time-limit-exit-code N] [--distributed] ...
+//                 [--ema DECAY] [--preempted-exit-code N] [--time-limit-exit-code N]
+//                 [--distributed] ...
 //   torchrun --no_python --redirects 2 --tee 2 --nnodes=1 --nproc_per_node=2
 //            fashion_mnist --distributed --steps 2000     (one command line)
 //
@@ -99,6 +103,7 @@ struct Flags {
   uint64_t seed = 0;
   bool progress = true;
   std::string regularize = "auto";
+  double ema = 0;  // > 0: the decay of a moving average of the weights, evaluated
   std::optional<int> preempted_exit_code;  // default: 128 + the signal
   bool distributed = false;
 };
@@ -120,6 +125,7 @@ struct Plan {
   int64_t batch_size = 0;         // per rank, with --batch-size
   int64_t global_batch_size = 0;  // all ranks together, with --global-batch-size (0: not used)
   bool regularize = false;
+  double ema = 0;             // the --ema decay it was planned with; 0: none
   int64_t warmup_steps = -1;  // < 0: not recorded (a plan of an earlier version): the flag's
   double budget_minutes = 0;  // the --minutes budget it was planned for; 0: --steps
   double eval_seconds = 0;    // one evaluation pass, as timed when planning
@@ -174,6 +180,7 @@ nlohmann::json plan_json(const Plan& plan) {
           {"batch_size", plan.batch_size},
           {"global_batch_size", plan.global_batch_size},
           {"regularize", plan.regularize},
+          {"ema", plan.ema},
           {"warmup_steps", plan.warmup_steps},
           {"budget_minutes", plan.budget_minutes},
           {"eval_seconds", plan.eval_seconds},
@@ -186,6 +193,7 @@ Plan plan_from_json(const nlohmann::json& j) {
             .batch_size = j.at("batch_size").get<int64_t>(),
             .global_batch_size = j.value("global_batch_size", int64_t{0}),
             .regularize = j.value("regularize", false),
+            .ema = j.value("ema", 0.0),
             .warmup_steps = j.value("warmup_steps", int64_t{-1}),
             .budget_minutes = j.value("budget_minutes", 0.0),
             .eval_seconds = j.value("eval_seconds", 0.0),
@@ -385,6 +393,12 @@ int run(const Flags& f) {
     if (std::string e = batch_differs(*plan, f); !e.empty())
       throw th::InvalidArgument(
           fmt::format("{} of the run in {}: use the same, or a new --logdir", e, f.logdir));
+    // The averages are variables of the checkpoints: a run must keep what it started with.
+    if (f.ema != plan->ema) {
+      throw th::InvalidArgument(fmt::format(
+          "--ema {} differs from the {} of the run in {}: use the same, or a new --logdir", f.ema,
+          plan->ema, f.logdir));
+    }
     if (plan->warmup_steps < 0) plan->warmup_steps = f.warmup_steps.value_or(kDefaultWarmupSteps);
     if (f.warmup_steps && *f.warmup_steps != plan->warmup_steps) {
       throw th::InvalidArgument(fmt::format(
@@ -402,7 +416,8 @@ int run(const Flags& f) {
     plan = Plan{.total_steps = f.steps,
                 .batch_size = f.global_batch_size > 0 ? 0 : f.batch_size,
                 .global_batch_size = f.global_batch_size,
-                .regularize = f.regularize == "on"};
+                .regularize = f.regularize == "on",
+                .ema = f.ema};
     if (f.steps == 0) {
       // Start-up and the evaluations (every --eval-every steps and at the end) come out of the
       // budget first.
@@ -516,6 +531,14 @@ int run(const Flags& f) {
   auto train_op =
       g.minimize("train_op", loss, optimizer, dp ? dp->minimize_options() : th::MinimizeOptions{});
   th::LearningRateSchedule schedule = plan_schedule(*plan, f.lr);
+  // What each step runs: the train op, then the moving averages when there are any.
+  std::shared_ptr<th::ExponentialMovingAverage> ema;
+  th::Node step_op = train_op;
+  if (plan->ema > 0) {
+    ema = std::make_shared<th::ExponentialMovingAverage>(
+        g, th::ExponentialMovingAverageOptions{.decay = plan->ema, .num_updates_warmup = true});
+    step_op = ema->apply(train_op);
+  }
 
   // Summaries of the training run (SummarySaverHook writes them every --summary-steps).
   th::summary::scalar(g, "loss", loss);
@@ -537,7 +560,8 @@ int run(const Flags& f) {
       .input = test_images,
       .every_n_steps = f.eval_every,
       .output_dir = (fs::path(f.logdir) / "eval").string(),
-      .set_training = [net](bool training) mutable { net->train(training); }});
+      .set_training = [net](bool training) mutable { net->train(training); },
+      .moving_average = ema});
   auto stop = std::make_shared<th::StopAtStepHook>(
       th::StopAtStepHookOptions{.last_step = plan->last_step()});
   auto lr_hook = std::make_shared<th::LearningRateScheduleHook>(
@@ -614,7 +638,7 @@ int run(const Flags& f) {
           .distributed = {.process_group = pg}});
   const int64_t first_step = g.global_step_value();
   if (first_step > 0 && chief) std::cout << fmt::format("Resumed at step {}\n", first_step);
-  while (!sess.should_stop()) sess.run(train_op);
+  while (!sess.should_stop()) sess.run(step_op);
   // The final checkpoint and evaluation: closed explicitly, so that a failure (a full disk) ends
   // the program with an error instead of a line in the destructor's log.
   try {
@@ -749,6 +773,21 @@ int main(int argc, char** argv) {
       ->check(not_a_flag)
       ->check(CLI::Range(0, 255))
       ->capture_default_str();
+  app.add_option("--ema", f.ema,
+                 "Decay of an exponential moving average of the weights, which the evaluations "
+                 "use (e.g. 0.999; default: none)")
+      ->check(CLI::Validator(
+          [&](std::string& value) -> std::string {
+            if (std::string e = flag_as_value(value); !e.empty()) return e;
+            try {
+              size_t used = 0;
+              const double x = std::stod(value, &used);
+              if (used == value.size() && x > 0 && x < 1) return {};
+            } catch (const std::exception&) {
+            }
+            return fmt::format("must be a number in (0, 1), got '{}'", value);
+          },
+          "DECAY"));
   // Not in --help: for trying and testing the re-planning.
   app.add_option("--step-delay-ms", f.step_delay_ms)->check(non_negative)->group("");
   try {

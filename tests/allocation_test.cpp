@@ -22,6 +22,7 @@
 #include "trainhooks/graph.h"
 #include "trainhooks/hook.h"
 #include "trainhooks/monitored_session.h"
+#include "trainhooks/moving_average.h"
 #include "trainhooks/session.h"
 
 namespace {
@@ -211,6 +212,19 @@ TEST(AllocationTest, IdleHookAllocatesNothing) {
   for (int i = 0; i < kWarmUp; ++i) sess->run_into(last, {}, {}, nullptr, out);
   const uint64_t n = allocations_of([&] {
     for (int i = 0; i < kSteady; ++i) sess->run_into(last, {}, {}, nullptr, out);
+  });
+  EXPECT_EQ(n, 0u);
+}
+
+// An exponential moving average's update after each step: in place, no allocation.
+TEST(AllocationTest, MovingAverageUpdateAllocatesNothing) {
+  th::Graph g;
+  g.variable("w", at::ones({64, 32}));
+  g.variable("b", at::ones({32}));
+  th::ExponentialMovingAverage ema(g, {.decay = 0.99, .num_updates_warmup = true});
+  for (int64_t step = 1; step <= kWarmUp; ++step) ema.update(step);
+  const uint64_t n = allocations_of([&] {
+    for (int64_t step = kWarmUp + 1; step <= kWarmUp + kSteady; ++step) ema.update(step);
   });
   EXPECT_EQ(n, 0u);
 }

@@ -52,6 +52,7 @@
 #include "trainhooks/malloc_tuning.h"
 #include "trainhooks/metric_monitor.h"
 #include "trainhooks/monitored_session.h"
+#include "trainhooks/moving_average.h"
 #include "trainhooks/node.h"
 #include "trainhooks/optimizers.h"
 #include "trainhooks/preemption.h"

@@ -10,6 +10,7 @@
 #include "trainhooks/errors.h"
 #include "trainhooks/graph.h"
 #include "trainhooks/hook_services.h"
+#include "trainhooks/moving_average.h"
 #include "trainhooks/session.h"
 #include "trainhooks/summary/event_writer.h"
 
@@ -134,6 +135,7 @@ std::map<std::string, double> EvaluationHook::evaluate(Session& session) {
   int64_t batches = 0;
   {
     InferenceScope scope(options_.set_training);
+    AveragedWeightsScope averaged(options_.moving_average.get());
     g.set_input_position(input_, {});
     std::vector<Node> fetches = metric_nodes_;
     fetches.push_back(input_);

@@ -233,6 +233,56 @@ TEST_F(FashionMnistExampleTest, AnInterruptedRunContinuesTheSameSchedule) {
     EXPECT_TRUE(at::equal(x.get_tensor(name), y.get_tensor(name))) << name;
 }
 
+// --ema: the averages are checkpoint variables of their own, a run killed (SIGKILL) mid-way
+// continues them bit for bit from its newest checkpoint, and a rerun must keep the decay.
+TEST_F(FashionMnistExampleTest, MovingAveragesResumeBitForBitAfterAKill) {
+  const int64_t steps = 300;
+  auto with = [&](const std::string& logdir) {
+    auto a = args(logdir, steps);
+    for (auto s : {"--save-steps", "50", "--ema", "0.99"}) a.push_back(s);
+    return a;
+  };
+  const std::string straight = dir.file("straight");
+  auto r = run_example(with(straight), dir.file("straight.txt"));
+  ASSERT_EQ(exit_code(r.status), 0) << read_file(dir.file("straight.txt"));
+
+  const std::string resumed = dir.file("resumed");
+  {
+    auto argv = with(resumed);
+    argv.insert(argv.begin(), kExample);
+    th::testing::ChildProcess child(argv, dir.file("killed.txt"));
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (std::chrono::steady_clock::now() < deadline && child.running()) {
+      auto state = th::get_checkpoint_state(resumed);
+      if (state && state->model_checkpoint_path.find("ckpt-100") != std::string::npos) break;
+      child.wait(0.01);
+    }
+    child.kill_and_reap();
+  }
+  const int64_t killed_at = th::load_checkpoint(resumed).global_step();
+  ASSERT_GT(killed_at, 0);
+  ASSERT_LT(killed_at, steps) << "the run ended before the kill: make it longer";
+  auto other = run_example(args(resumed, steps), dir.file("other.txt"));
+  EXPECT_EQ(exit_code(other.status), 1);
+  EXPECT_THAT(read_file(dir.file("other.txt")),
+              HasSubstr(fmt::format("--ema 0 differs from the 0.99 of the run in {}", resumed)));
+  auto again = run_example(with(resumed), dir.file("again.txt"));
+  ASSERT_EQ(exit_code(again.status), 0) << read_file(dir.file("again.txt"));
+
+  auto x = th::load_checkpoint(straight), y = th::load_checkpoint(resumed);
+  EXPECT_EQ(y.global_step(), steps);
+  ASSERT_EQ(x.variable_names(), y.variable_names());
+  int averages = 0;
+  for (const auto& name : x.variable_names()) {
+    if (name.ends_with("/ExponentialMovingAverage")) ++averages;
+    EXPECT_TRUE(at::equal(x.get_tensor(name), y.get_tensor(name))) << name;
+  }
+  EXPECT_EQ(averages, 6);  // the weights and biases of two convolutions and the linear layer
+  // The average trails the weights.
+  EXPECT_FALSE(at::equal(x.get_tensor("net/fc.weight"),
+                         x.get_tensor("net/fc.weight/ExponentialMovingAverage")));
+}
+
 TEST_F(FashionMnistExampleTest, TheTimeLimitStopsWithACheckpointAndARerunContinues) {
   const std::string logdir = dir.file("run");
   // Far more steps than 0.6 s allow: the TimeLimitHook ends the run, not the plan, and the exit
@@ -372,6 +422,8 @@ TEST_F(FashionMnistExampleTest, UsageErrorsNameTheFlagAndExitWithTwo) {
        "--logdir: value missing (the next argument is the flag '--steps')"},
       {{"--steps", "5", "stray"}, "The following argument was not expected: stray"},
       {{"--preempted-exit-code", "256"}, "--preempted-exit-code: Value 256 not in range 0 to 255"},
+      {{"--ema", "1"}, "--ema: must be a number in (0, 1), got '1'"},
+      {{"--ema", "-0.5"}, "--ema: must be a number in (0, 1), got '-0.5'"},
   };
   int n = 0;
   for (const auto& [flags, text] : cases) {

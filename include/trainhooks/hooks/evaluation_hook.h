@@ -15,6 +15,9 @@
 //   (latest_metrics.h), where
 //     ReduceLROnPlateauHook and early stopping read it.
 //
+// With moving_average (moving_average.h), each pass evaluates the averaged weights: they are
+// swapped in before the pass and the trained ones back after it (Keras's use_ema), exactly.
+//
 // every_n_steps triggers at the global steps that are multiples of N (so a resumed run evaluates
 // at the same steps as an uninterrupted one); every_n_secs after that many seconds of the Env
 // clock since the session was created or last evaluated. Neither: evaluation at the end only
@@ -48,6 +51,7 @@ namespace trainhooks {
 namespace summary {
 class EventWriter;
 }
+class ExponentialMovingAverage;
 
 struct EvaluationHookOptions {
   // (metric name, node), in the order they are logged. At least one; names unique, non-empty.
@@ -68,6 +72,8 @@ struct EvaluationHookOptions {
   std::function<void(bool training)> set_training;
   // > 0: at most this many batches per pass.
   int64_t max_batches = 0;
+  // Evaluate with these averaged weights (swapped in for each pass). Optional.
+  std::shared_ptr<ExponentialMovingAverage> moving_average;
 };
 
 class EvaluationHook : public SessionRunHook {
