@@ -12,17 +12,20 @@
 // the medians are reported. Restore is then timed against `cat` of the last checkpoint's files
 // (both in the page cache, as they are right after a save), alternating the two and the order of
 // each pair, at least 9 pairs: the ratio of each pair, their median and range are reported, not
-// absolute speeds, which on a shared machine say more about its neighbours. States under 16 MB
-// repeat 20 times as often.
+// absolute speeds, which on a shared machine say more about its neighbours; next to each pair, two
+// floors against the same `cat` (RestoreFloor, FreshReadFloor). States under 16 MB repeat 20 times
+// as often.
 //
 // Besides the human table, one line per state size starting with "json: " gives each
 // repetition's ratios (save/dd, stall/copy, restore/cat, each of two phases measured next to each
 // other) and times, for scripts/bench.sh's budget table: ratios of neighbouring measurements are
 // what a shared virtual disk lets one compare, so the table takes the ratios, never the MB/s.
 //
-// --save-only 1 runs only the synchronous saves (for a profiler).
+// --save-only 1 runs only the synchronous saves (for a profiler); --restore-only 1 saves once and
+// runs only the restore pairs (restore against cat, and the floor).
 #include <ATen/ATen.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <torch/optim/sgd.h>
 #include <unistd.h>
 
@@ -30,6 +33,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -52,6 +56,7 @@ double now() {
 }
 
 double median(std::vector<double> v) {
+  if (v.empty()) return std::nan("");  // a phase that did not run (--restore-only)
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
 }
@@ -128,10 +133,11 @@ double run_cat(const std::vector<std::string>& files) {
   return now() - t0;
 }
 
-// The least an all-or-nothing restore can cost: the files read with read(2) into memory that is
-// already mapped (no page faults), then one copy of those bytes into other mapped memory (the
-// variables). A restore checks every byte before it changes a variable, so it cannot read straight
-// into them; `cat` reads into a small buffer that stays in the CPU's cache and copies nothing.
+// The least an all-or-nothing restore that copies into the variables' own memory can cost: the
+// files read with read(2) into memory that is already mapped (no page faults), then one copy of
+// those bytes into other mapped memory (the variables). The restore no longer copies: its
+// variables take the memory it read into (FreshReadFloor below is its floor); this row stays for
+// comparison. `cat` reads into a small buffer that stays in the CPU's cache and copies nothing.
 struct RestoreFloor {
   std::vector<char> staging, variables;
   double run(const std::vector<std::string>& files) {
@@ -159,13 +165,63 @@ struct RestoreFloor {
   }
 };
 
+// The least a restore into new storage can do, as the restore reads (checkpoint/format/trainhooks/
+// file_bytes.cpp): read(2) of the files into memory mapped for them, 2 MiB-aligned with huge pages
+// advised, no copy. As a restore, it holds the previous run's memory (the variables' storage a
+// restore replaces) until the files are read, then frees it: its first touch of new memory is what
+// `cat` does not pay.
+struct FreshReadFloor {
+  struct Mapping {
+    void* map;
+    size_t length;
+  };
+  std::vector<Mapping> held;
+  ~FreshReadFloor() { release(held); }
+  static void release(const std::vector<Mapping>& maps) {
+    for (const Mapping& m : maps) ::munmap(m.map, m.length);
+  }
+  double run(const std::vector<std::string>& files) {
+    constexpr size_t kHuge = size_t{2} << 20;
+    const double t0 = now();
+    std::vector<Mapping> maps;
+    for (const auto& f : files) {
+      const size_t size = file_size_or_zero(f);
+      const size_t length = size + kHuge;
+      void* map =
+          ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (map == MAP_FAILED) {
+        std::fprintf(stderr, "checkpoint_bench: mmap of %zu bytes failed\n", length);
+        std::exit(1);
+      }
+      maps.push_back({map, length});
+      char* base =
+          reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(map) + kHuge - 1) & ~(kHuge - 1));
+      ::madvise(base, size, MADV_HUGEPAGE);
+      const int fd = ::open(f.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) {
+        std::fprintf(stderr, "checkpoint_bench: cannot open %s\n", f.c_str());
+        std::exit(1);
+      }
+      size_t at = 0;
+      ssize_t got;
+      while (at < size && (got = ::read(fd, base + at, std::min<size_t>(1 << 20, size - at))) > 0)
+        at += static_cast<size_t>(got);
+      ::close(fd);
+    }
+    release(held);
+    held = std::move(maps);
+    return now() - t0;
+  }
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
   fs::path dir;
   std::vector<uint64_t> sizes_mb{1, 100, 1024};
   int reps = 3;
-  bool save_only = false;  // profiling aid: only the synchronous saves
+  bool save_only = false;     // profiling aid: only the synchronous saves
+  bool restore_only = false;  // one save, then only the restore pairs
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--dir") {
@@ -181,6 +237,8 @@ int main(int argc, char** argv) {
       }
     } else if (flag == "--save-only") {
       save_only = value == "1";
+    } else if (flag == "--restore-only") {
+      restore_only = value == "1";
     } else if (flag == "--repetitions") {
       reps = std::max(1, std::atoi(value.c_str()));
     } else {
@@ -206,12 +264,18 @@ int main(int argc, char** argv) {
     std::vector<double> dd, save, copy, stall, write, cat, restore, restore_ratio;
     std::vector<double> save_ratio, stall_ratio;  // per repetition: neighbours in time
     std::vector<double> floor_ratio;              // RestoreFloor / cat, neighbours in time
+    std::vector<double> fresh_ratio;              // FreshReadFloor / cat, neighbours in time
     RestoreFloor restore_floor;
+    FreshReadFloor fresh_floor;
     uint64_t bytes = 0;
     int64_t step = 0;
     // Small states take a fraction of a millisecond: more repetitions steady their medians.
     const int state_reps = mb < 16 ? reps * 20 : reps;
-    for (int r = 0; r < state_reps; ++r) {
+    if (restore_only) {
+      const std::string path = saver.save(*s.sess, prefix, ++step);
+      bytes = file_size_or_zero(path) + file_size_or_zero(path + ".trainstate");
+    }
+    for (int r = 0; r < (restore_only ? 0 : state_reps); ++r) {
       if (save_only) {
         saver.save(*s.sess, prefix, ++step);
         continue;
@@ -261,6 +325,7 @@ int main(int argc, char** argv) {
       restore.push_back(t);
       restore_ratio.push_back(t / c);
       floor_ratio.push_back(restore_floor.run(files) / c);
+      fresh_ratio.push_back(fresh_floor.run(files) / c);
     }
     const double state_mb = static_cast<double>(bytes) / (1 << 20);
     const double dd_rate = static_cast<double>(mb) / median(dd);
@@ -281,12 +346,14 @@ int main(int argc, char** argv) {
             *std::max_element(restore_ratio.begin(), restore_ratio.end()), restore_ratio.size()));
     fmt::print(
         "json: {{\"bench\": \"checkpoint\", \"size_mb\": {}, \"state_mb\": {:.2f}, "
-        "\"save_dd\": {}, \"stall_copy\": {}, \"restore_cat\": {}, \"floor_cat\": {}, \"dd_s\": "
+        "\"save_dd\": {}, \"stall_copy\": {}, \"restore_cat\": {}, \"floor_cat\": {}, "
+        "\"fresh_read_cat\": {}, \"dd_s\": "
         "{}, \"save_s\": {}, "
         "\"stall_s\": {}, \"copy_s\": {}, \"write_s\": {}, \"cat_s\": {}, \"restore_s\": {}}}\n",
         mb, state_mb, json_array(save_ratio), json_array(stall_ratio), json_array(restore_ratio),
-        json_array(floor_ratio), json_array(dd), json_array(save), json_array(stall),
-        json_array(copy), json_array(write), json_array(cat), json_array(restore));
+        json_array(floor_ratio), json_array(fresh_ratio), json_array(dd), json_array(save),
+        json_array(stall), json_array(copy), json_array(write), json_array(cat),
+        json_array(restore));
     std::fflush(stdout);
   }
   fmt::print("Budgets (save/dd >= 0.70, stall/copy <= 2, restore/cat <= 1.5): {}\n",

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "checkpoint/adopt_storage.h"
 #include "checkpoint/format/safetensors/safetensors_format.h"
 #include "checkpoint/format/trainhooks/trainhooks_format.h"
 #include "trainhooks/errors.h"
@@ -69,7 +70,9 @@ void import_variables(Session& session, const std::string& path, std::string_vie
   snapshot.variables_only = true;
   const Env env = session.env().or_else(Env::system());
   env.info(fmt::format("Restoring parameters from {}", path));
-  restore_training_state(session.graph(), snapshot, path, env);
+  internal::apply_adopting_storage(session.graph(), snapshot, [&] {
+    restore_training_state(session.graph(), snapshot, path, env);
+  });
 }
 
 }  // namespace trainhooks

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <utility>
 
+#include "checkpoint/adopt_storage.h"
 #include "checkpoint/best_checkpoints.h"
 #include "trainhooks/checkpoint/checkpoint_format.h"
 #include "trainhooks/checkpoint/checkpoint_state.h"
@@ -528,7 +529,8 @@ std::optional<std::string> CheckpointManager::restore_latest(Session& session) {
       failures.push_back(e.what());
       continue;
     }
-    saver.apply(session, *cp, path);
+    internal::apply_adopting_storage(session.graph(), *cp,
+                                     [&] { saver.apply(session, *cp, path); });
     std::lock_guard<std::mutex> lock(mu_);
     recover_locked(env, &st);  // retention continues with what the state file lists
     if (!temporaries_removed_) {

@@ -1,10 +1,18 @@
 #include "trainhooks/checkpoint/saver.h"
 
+#include <ATen/core/Tensor.h>
+#include <ATen/core/grad_mode.h>
+#include <c10/core/Storage.h>
+
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <map>
+#include <string_view>
 #include <utility>
+#include <vector>
 
+#include "checkpoint/adopt_storage.h"
 #include "checkpoint/save_path.h"
 #include "trainhooks/checkpoint/checkpoint_format.h"
 #include "trainhooks/errors.h"
@@ -33,7 +41,68 @@ void check_exists(const std::string& path) {
   }
 }
 
+// A CPU tensor that is the only one on its storage and covers all of it: giving it another storage
+// changes no other tensor, and its storage (saved, all of it) holds nothing but its elements.
+bool alone_on_storage(const at::Tensor& t) {
+  return t.defined() && t.is_cpu() && t.layout() == at::kStrided && t.has_storage() &&
+         t.storage_offset() == 0 && t.is_contiguous() && t.storage().nbytes() == t.nbytes() &&
+         t.storage().use_count() == 1 && !t.is_conj() && !t.is_neg();
+}
+
 }  // namespace
+
+namespace internal {
+
+void apply_adopting_storage(Graph& graph, TrainingSnapshot& snapshot,
+                            const std::function<void()>& apply) {
+  struct Swap {
+    at::Tensor variable;
+    at::Tensor* entry;  // the snapshot's, which holds `variable` while it has `saved`'s storage
+    at::Tensor saved;
+    c10::Storage own;  // the variable's storage before, untouched
+  };
+  std::vector<Swap> swaps;
+  std::map<std::string_view, at::Tensor*> saved;
+  for (auto& [name, t] : snapshot.variables) saved.emplace(name, &t);
+  auto undo = [&swaps] {
+    at::NoGradGuard no_grad;
+    for (Swap& s : swaps) {
+      const std::vector<int64_t> sizes = s.variable.sizes().vec();
+      const std::vector<int64_t> strides = s.variable.strides().vec();
+      s.variable.set_(std::move(s.own), 0, sizes, strides);
+      *s.entry = std::move(s.saved);
+    }
+  };
+  try {
+    at::NoGradGuard no_grad;
+    for (Node v : graph.variables()) {
+      auto it = saved.find(graph.name(v));
+      if (it == saved.end()) continue;  // apply() says so
+      at::Tensor& entry = *it->second;
+      const at::Tensor& variable = graph.variable_value(v);
+      if (!alone_on_storage(variable) || !alone_on_storage(entry) ||
+          entry.scalar_type() != variable.scalar_type() || entry.sizes() != variable.sizes() ||
+          !variable.unsafeGetTensorImpl()->allow_tensor_metadata_change())
+        continue;
+      const std::vector<int64_t> sizes = variable.sizes().vec();  // not a view of what set_ sets
+      const std::vector<int64_t> strides = variable.strides().vec();
+      swaps.push_back({variable, &entry, entry, variable.storage()});
+      at::Tensor(variable).set_(entry.storage(), 0, sizes, strides);
+      entry = variable;  // apply()'s copy of it into the variable is a copy onto itself
+    }
+  } catch (...) {
+    undo();
+    throw;
+  }
+  try {
+    apply();
+  } catch (...) {
+    undo();
+    throw;
+  }
+}
+
+}  // namespace internal
 
 // ---- SaverSnapshot ------------------------------------------------------------------------------
 
@@ -120,7 +189,8 @@ std::string Saver::write(SaverSnapshot snapshot) {
 void Saver::restore(Session& session, const std::string& path) {
   check_session(session, "Saver::restore");
   if (path.empty()) throw InvalidArgument("Saver::restore: path must not be empty");
-  apply(session, read(session, path), path);
+  TrainingSnapshot snapshot = read(session, path);
+  internal::apply_adopting_storage(*graph_, snapshot, [&] { apply(session, snapshot, path); });
 }
 
 TrainingSnapshot Saver::read(Session& session, const std::string& path) const {

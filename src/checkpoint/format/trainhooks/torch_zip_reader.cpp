@@ -224,8 +224,10 @@ c10::IValue unpickle(const std::shared_ptr<const FileBytes>& file, size_t offset
       ptr = c10::GetCPUAllocator()->allocate(r.size);
       if (r.size > 0) std::memcpy(ptr.get(), bytes, r.size);
     }
-    storages->addStorage(
-        key, c10::Storage(c10::Storage::use_byte_size_t(), r.size, std::move(ptr), nullptr, false));
+    // Resizable through the CPU allocator, as a storage LibTorch makes: a restore makes these the
+    // variables' storages, and a variable may be resized later.
+    storages->addStorage(key, c10::Storage(c10::Storage::use_byte_size_t(), r.size, std::move(ptr),
+                                           c10::GetCPUAllocator(), true));
   }
   // torch::jit::readArchiveAndTensors, but a storage that the pickle names and the archive lacks
   // is an error: LibTorch would look for it by another spelling and size it as the pickle says.
