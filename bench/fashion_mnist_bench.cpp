@@ -14,6 +14,8 @@
 // --keep-freed-memory (the example's malloc settings: freed memory stays in the process; the
 // same as
 // GLIBC_TUNABLES=glibc.malloc.mmap_threshold=67108864:glibc.malloc.trim_threshold=268435456).
+// With --mode mts: --precision bf16-mixed (the model's forward under CPU autocast, bfloat16) and
+// --ema DECAY (an ExponentialMovingAverage updated after each step) measure what those cost.
 // Output: one JSON object on stdout. The hooks are present but idle in the measured steps
 // (their triggers lie beyond them), which is what most steps of a real run are.
 #include <torch/torch.h>
@@ -51,6 +53,8 @@ struct Options {
   int64_t batch_size = 64;
   int threads = 0;
   bool keep_freed_memory = false;
+  std::string precision = "fp32";  // bf16-mixed: the forward passes under CPU autocast (mts)
+  double ema = 0;                  // > 0: a moving average of the weights after each step (mts)
 };
 
 constexpr double kPeakLearningRate = 2e-3;  // the example's default --lr
@@ -113,8 +117,8 @@ class MonitoredLoop {
     auto test = g_.input("test", std::move(test_source), {.batch_size = 1000});
     fashion_mnist::Net net = net_;
     const th::Node images = train.data(), labels = train.target();
-    auto logits =
-        g_.op("logits", [net, images](th::Run& r) mutable { return net->forward(r[images]); });
+    th::OpFn forward = [net, images](th::Run& r) mutable { return net->forward(r[images]); };
+    auto logits = g_.op("logits", o.precision == "bf16-mixed" ? th::autocast(forward) : forward);
     auto loss =
         g_.op("loss", [=](th::Run& r) { return torch::cross_entropy_loss(r[logits], r[labels]); });
     auto accuracy = g_.op("accuracy", [=](th::Run& r) {
@@ -128,6 +132,12 @@ class MonitoredLoop {
       return r[test_logits].argmax(1).eq(r[test_labels]).to(torch::kFloat).mean();
     });
     train_op_ = g_.minimize("train_op", loss, th::adam(kPeakLearningRate));
+    step_op_ = train_op_;
+    if (o.ema > 0) {
+      ema_ = std::make_shared<th::ExponentialMovingAverage>(
+          g_, th::ExponentialMovingAverageOptions{.decay = o.ema, .num_updates_warmup = true});
+      step_op_ = ema_->apply(train_op_);
+    }
     th::summary::scalar(g_, "loss", loss);
     th::summary::scalar(g_, "accuracy", accuracy);
     for (const auto& item : net_->named_parameters())
@@ -161,7 +171,7 @@ class MonitoredLoop {
     std::filesystem::remove_all(dir_, ec);
   }
 
-  void step() { sess_->run(train_op_); }
+  void step() { sess_->run(step_op_); }
 
  private:
   struct DevNull {
@@ -172,7 +182,8 @@ class MonitoredLoop {
   DevNull devnull_;
   th::Graph g_;
   fashion_mnist::Net net_;
-  th::Node train_op_;
+  th::Node train_op_, step_op_;
+  std::shared_ptr<th::ExponentialMovingAverage> ema_;
   std::unique_ptr<th::MonitoredTrainingSession> sess_;
 };
 
@@ -271,6 +282,8 @@ int main(int argc, char** argv) {
   app.add_option("--batch-size", o.batch_size)->check(CLI::PositiveNumber);
   app.add_option("--threads", o.threads)->check(CLI::NonNegativeNumber);
   app.add_flag("--keep-freed-memory", o.keep_freed_memory);
+  app.add_option("--precision", o.precision)->check(CLI::IsMember({"fp32", "bf16-mixed"}));
+  app.add_option("--ema", o.ema)->check(CLI::Range(0.0, 1.0));
   CLI11_PARSE(app, argc, argv);
   try {
     return run(o);

@@ -13,6 +13,8 @@
 //   - TensorBoard summaries in --logdir (loss, train accuracy, learning_rate, weight histograms,
 //     a grid of the batch's images) and --logdir/eval (test accuracy and loss)
 //   - a progress bar on a terminal, plain progress lines every 30 s otherwise
+//   - --precision bf16-mixed: the forward passes under LibTorch's CPU autocast in bfloat16, the
+//     weights, gradients and optimizer state in float32 (default fp32: all float32)
 //   - --ema DECAY: an exponential moving average of the weights (decay warmed up as TF's
 //     num_updates), updated after every step, saved in the checkpoints, and evaluated in place of
 //     the trained weights
@@ -40,7 +42,8 @@
 //   fashion_mnist [--minutes 3 | --steps N] [--data-dir DIR] [--logdir DIR]
 //                 [--batch-size 64 | --global-batch-size G]
 //                 [--lr 0.002] [--optimizer adam|sgd] [--warmup-steps 200] [--eval-every N]
-//                 [--ema DECAY] [--preempted-exit-code N] [--time-limit-exit-code N]
+//                 [--ema DECAY] [--precision fp32|bf16-mixed] [--preempted-exit-code N]
+//                 [--time-limit-exit-code N]
 //                 [--distributed] ...
 //   torchrun --no_python --redirects 2 --tee 2 --nnodes=1 --nproc_per_node=2
 //            fashion_mnist --distributed --steps 2000     (one command line)
@@ -104,6 +107,7 @@ struct Flags {
   bool progress = true;
   std::string regularize = "auto";
   double ema = 0;  // > 0: the decay of a moving average of the weights, evaluated
+  std::string precision = "fp32";
   std::optional<int> preempted_exit_code;  // default: 128 + the signal
   bool distributed = false;
 };
@@ -288,17 +292,23 @@ double median_seconds(int n, Fn&& fn) {
   return times[times.size() / 2];
 }
 
-Timing time_model(Net& net, int64_t batch_size, size_t test_size, bool mirrored_eval) {
+Timing time_model(Net& net, int64_t batch_size, size_t test_size, bool mirrored_eval, bool bf16) {
   auto x = torch::randn({batch_size, 1, 28, 28});
   auto y = torch::randint(0, 10, {batch_size}, torch::kLong);
+  // In the precision that training will use.
+  auto forward = [&](const torch::Tensor& in) {
+    std::optional<th::AutocastScope> autocast;
+    if (bf16) autocast.emplace();
+    return net->forward(in).to(torch::kFloat);
+  };
   auto step = [&] {
-    torch::cross_entropy_loss(net->forward(x), y).backward();
+    torch::cross_entropy_loss(forward(x), y).backward();
     for (auto& p : net->parameters()) p.mutable_grad() = torch::Tensor();
   };
   auto x_eval = torch::randn({1000, 1, 28, 28});
   auto eval = [&] {
     torch::NoGradGuard no_grad;
-    net->forward(x_eval);
+    forward(x_eval);
   };
   for (int i = 0; i < 3; ++i) step();
   eval();
@@ -364,6 +374,7 @@ int run(const Flags& f) {
   const std::shared_ptr<th::distributed::ProcessGroup> pg = dp ? dp->process_group() : nullptr;
   const bool chief = !pg || pg->is_chief();
   const int world = pg ? pg->world_size() : 1;
+  const bool bf16 = f.precision == "bf16-mixed";
   // The examples of one step, all ranks together, and each rank's share of them.
   if (f.global_batch_size % world != 0) {
     throw th::InvalidArgument(
@@ -442,7 +453,7 @@ int run(const Flags& f) {
       };
       auto fit_budget = [&](bool regularize) {
         Net probe(net_options(regularize));
-        Fit fit{time_model(probe, rank_batch, test_source->size(), regularize)};
+        Fit fit{time_model(probe, rank_batch, test_source->size(), regularize, bf16)};
         const Timing& t = fit.timing;
         const double budget = f.minutes * 60 - 5;
         const int64_t evals = static_cast<int64_t>(budget / t.step_seconds) / f.eval_every + 1;
@@ -502,9 +513,12 @@ int run(const Flags& f) {
 
   // Training: loss and accuracy of the batch (accuracy only when a summary asks for it).
   const th::Node images = train.data(), labels = train.target();
-  auto logits = g.op("logits", [net, images, flip = plan->regularize](th::Run& r) mutable {
-    return net->forward(flip ? fashion_mnist::random_flip(r[images]) : r[images]);
-  });
+  // With --precision bf16-mixed, the model's forward passes under CPU autocast.
+  auto in_precision = [bf16](th::OpFn fn) { return bf16 ? th::autocast(std::move(fn)) : fn; };
+  auto logits =
+      g.op("logits", in_precision([net, images, flip = plan->regularize](th::Run& r) mutable {
+             return net->forward(flip ? fashion_mnist::random_flip(r[images]) : r[images]);
+           }));
   auto loss =
       g.op("loss", [=](th::Run& r) { return torch::cross_entropy_loss(r[logits], r[labels]); });
   auto accuracy = g.op("accuracy", [=](th::Run& r) {
@@ -515,11 +529,12 @@ int run(const Flags& f) {
   // A model trained on mirrored images is evaluated on each image and its mirror, the two
   // predictions averaged (test-time augmentation: worth about 0.2 points here).
   auto test_logits =
-      g.op("test/logits", [net, test_images, mirror = plan->regularize](th::Run& r) mutable {
-        const at::Tensor& x = r[test_images];
-        auto logits = net->forward(x);
-        return mirror ? (logits + net->forward(x.flip({3}))) / 2 : logits;
-      });
+      g.op("test/logits",
+           in_precision([net, test_images, mirror = plan->regularize](th::Run& r) mutable {
+             const at::Tensor& x = r[test_images];
+             auto logits = net->forward(x).to(torch::kFloat);
+             return mirror ? (logits + net->forward(x.flip({3})).to(torch::kFloat)) / 2 : logits;
+           }));
   auto test_loss = g.op("test/loss", [=](th::Run& r) {
     return torch::cross_entropy_loss(r[test_logits], r[test_labels]);
   });
@@ -788,6 +803,11 @@ int main(int argc, char** argv) {
             return fmt::format("must be a number in (0, 1), got '{}'", value);
           },
           "DECAY"));
+  app.add_option("--precision", f.precision,
+                 "fp32, or bf16-mixed: the forward passes in bfloat16 under CPU autocast, the "
+                 "weights and optimizer state in float32")
+      ->check(CLI::IsMember({"fp32", "bf16-mixed"}))
+      ->capture_default_str();
   // Not in --help: for trying and testing the re-planning.
   app.add_option("--step-delay-ms", f.step_delay_ms)->check(non_negative)->group("");
   try {

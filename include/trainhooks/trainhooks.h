@@ -51,6 +51,7 @@
 #include "trainhooks/learning_rate_schedule.h"
 #include "trainhooks/malloc_tuning.h"
 #include "trainhooks/metric_monitor.h"
+#include "trainhooks/mixed_precision.h"
 #include "trainhooks/monitored_session.h"
 #include "trainhooks/moving_average.h"
 #include "trainhooks/node.h"

@@ -283,6 +283,26 @@ TEST_F(FashionMnistExampleTest, MovingAveragesResumeBitForBitAfterAKill) {
                          x.get_tensor("net/fc.weight/ExponentialMovingAverage")));
 }
 
+// --precision bf16-mixed: the forward passes in bfloat16, the checkpoint's variables float32.
+TEST_F(FashionMnistExampleTest, MixedPrecisionTrainsAndCheckpointsFloat32) {
+  const std::string logdir = dir.file("run");
+  auto a = args(logdir, 60);
+  a.insert(a.end(), {"--precision", "bf16-mixed", "--summary-steps", "10"});
+  auto r = run_example(a, dir.file("err.txt"));
+  ASSERT_EQ(exit_code(r.status), 0) << read_file(dir.file("err.txt"));
+  EXPECT_THAT(r.lines.back(), HasSubstr("Final test accuracy: "));
+  auto ckpt = th::load_checkpoint(logdir);
+  EXPECT_EQ(ckpt.global_step(), 60);
+  for (const auto& name : ckpt.variable_names()) {
+    if (name.starts_with("net/")) {
+      EXPECT_EQ(ckpt.get_tensor(name).scalar_type(), at::kFloat) << name;
+    }
+  }
+  const auto losses = scalars(logdir, "loss");
+  ASSERT_FALSE(losses.empty());
+  EXPECT_LT(losses.rbegin()->second, losses.begin()->second);  // it trained
+}
+
 TEST_F(FashionMnistExampleTest, TheTimeLimitStopsWithACheckpointAndARerunContinues) {
   const std::string logdir = dir.file("run");
   // Far more steps than 0.6 s allow: the TimeLimitHook ends the run, not the plan, and the exit
@@ -423,6 +443,7 @@ TEST_F(FashionMnistExampleTest, UsageErrorsNameTheFlagAndExitWithTwo) {
       {{"--steps", "5", "stray"}, "The following argument was not expected: stray"},
       {{"--preempted-exit-code", "256"}, "--preempted-exit-code: Value 256 not in range 0 to 255"},
       {{"--ema", "1"}, "--ema: must be a number in (0, 1), got '1'"},
+      {{"--precision", "fp16"}, "--precision: fp16 not in {fp32,bf16-mixed}"},
       {{"--ema", "-0.5"}, "--ema: must be a number in (0, 1), got '-0.5'"},
   };
   int n = 0;
