@@ -3,9 +3,11 @@
 //
 //   session_bench [benchmark flags]                 the micro and end-to-end benchmarks
 //   session_bench --seed-steps=N --mode=MODE        trains the seed model N steps and exits;
-//                                                   MODE: raw | raw_keep | mts | mts_into |
-//                                                   session. Instruction counts of N and 3N steps
-//                                                   give the per-step cost (scripts/bench.sh).
+//                                                   MODE: raw | raw_keep | raw_keep_value |
+//                                                   seed_hook | seed_hook_value | mts | mts_into |
+//                                                   session. Instruction counts of N and 3N
+//                                                   steps give the per-step cost
+//                                                   (scripts/bench.sh).
 //   session_bench --seed-steps=N --mode=MODE --n=K  runs a micro benchmark's loop N times: MODE
 //                                                   chain | direct (K nodes), idle_hooks (K hooks).
 //
@@ -207,7 +209,14 @@ struct RawLoop {
   bool keep_last_loss = false;
   at::Tensor last_loss;
 
-  explicit RawLoop(const SeedData& d, bool keep = false) : data(d), keep_last_loss(keep) {}
+  // Also records the loss's value every step, as the seed's MyHook does (item()).
+  bool record_value = false;
+  std::vector<float> loss_values;
+
+  explicit RawLoop(const SeedData& d, bool keep = false, bool value = false)
+      : data(d), keep_last_loss(keep), record_value(value) {
+    if (record_value) loss_values.reserve(1 << 20);  // as LossHook
+  }
   void step() {
     at::Tensor y_pred = data.xs * W + b;
     at::Tensor loss = (y_pred - data.ys).square().mean();
@@ -215,6 +224,7 @@ struct RawLoop {
     loss.backward();
     optimizer.step();
     ++step_count;
+    if (record_value) loss_values.push_back(loss.item<float>());
     if (keep_last_loss) last_loss = std::move(loss);
   }
 };
@@ -225,8 +235,32 @@ struct DiscardingLogSink final : th::LogSink {
   void log(th::LogLevel, std::string_view) override {}
 };
 
+// The seed program's MyHook without its printing and its Saver: asks for the loss in every
+// before_run, by value as the README writes it, and records it in after_run: the loss itself
+// (kept until the next step, as `raw_keep` keeps its own) or, with `record_value`, its value
+// through item() as MyHook does.
+struct LossHook : th::SessionRunHook {
+  th::Node loss;
+  bool record_value = false;
+  at::Tensor last_loss;
+  std::vector<float> loss_values;
+  LossHook(th::Node l, bool value) : loss(l), record_value(value) {
+    // More than any run's steps, so that recording never reallocates.
+    if (record_value) loss_values.reserve(1 << 20);
+  }
+  th::SessionRunArgs before_run(th::SessionRunContext&) override { return {{loss}}; }
+  void after_run(th::SessionRunContext&, const th::SessionRunValues& v) override {
+    if (record_value) {
+      loss_values.push_back(v.results[loss].item<float>());
+    } else {
+      last_loss = v.results[loss];
+    }
+  }
+};
+
 // The seed program as a graph, run by MonitoredTrainingSession with the default hooks (a
-// StepCounterHook every 100 steps) or, to split the overhead, by a bare Session.
+// StepCounterHook every 100 steps), with the seed's loss-fetching hook as well (`with_hook`), or,
+// to split the overhead, by a bare Session.
 struct GraphLoop {
   const SeedData& data;
   th::Graph g;
@@ -237,7 +271,10 @@ struct GraphLoop {
   th::Feeds feeds;
   th::RunResults out;
 
-  GraphLoop(const SeedData& d, bool monitored) : data(d) {
+  std::shared_ptr<LossHook> hook;
+
+  enum class Hook { kNone, kKeepLoss, kRecordValue };
+  GraphLoop(const SeedData& d, bool monitored, Hook with = Hook::kNone) : data(d) {
     x = g.placeholder("x", {.dtype = at::kFloat, .shape = {-1}});
     y = g.placeholder("y", {.dtype = at::kFloat, .shape = {-1}});
     W = g.variable("W", at::zeros({1}));
@@ -249,8 +286,13 @@ struct GraphLoop {
     train = g.minimize("train", loss, th::sgd(0.1));
     if (monitored) {
       th::Env env{.log = std::make_shared<DiscardingLogSink>()};
+      th::Hooks hooks;
+      if (with != Hook::kNone) {
+        hook = std::make_shared<LossHook>(loss, with == Hook::kRecordValue);
+        hooks.push_back(hook);
+      }
       sess = std::make_unique<th::MonitoredTrainingSession>(
-          g, th::MonitoredTrainingSessionOptions{.env = env});
+          g, th::MonitoredTrainingSessionOptions{.hooks = std::move(hooks), .env = env});
     } else {
       g.initialize();
       bare = std::make_unique<th::Session>(g);
@@ -430,11 +472,18 @@ int micro_driver(int64_t steps, std::string_view mode, int64_t n) {
 
 int seed_driver(int64_t steps, std::string_view mode) {
   SeedData data;
-  if (mode == "raw" || mode == "raw_keep") {
-    RawLoop raw(data, mode == "raw_keep");
+  if (mode == "raw" || mode == "raw_keep" || mode == "raw_keep_value") {
+    RawLoop raw(data, mode != "raw", mode == "raw_keep_value");
     for (int64_t i = 0; i < steps; ++i) raw.step();
     std::printf("raw: %lld steps, W = %f\n", static_cast<long long>(raw.step_count),
                 raw.W.item<float>());
+  } else if (mode == "seed_hook" || mode == "seed_hook_value") {
+    GraphLoop mts(data, true,
+                  mode == "seed_hook" ? GraphLoop::Hook::kKeepLoss : GraphLoop::Hook::kRecordValue);
+    for (int64_t i = 0; i < steps; ++i) mts.step();
+    std::printf("%s: %lld steps, W = %f\n", std::string(mode).c_str(),
+                static_cast<long long>(mts.g.global_step_value()),
+                mts.g.variable_value(mts.W).item<float>());
   } else if (mode == "mts" || mode == "mts_into") {
     GraphLoop mts(data, true);
     const bool reuse = mode == "mts_into";
@@ -448,7 +497,9 @@ int seed_driver(int64_t steps, std::string_view mode) {
     std::printf("session: %lld steps, W = %f\n", static_cast<long long>(bare.g.global_step_value()),
                 bare.g.variable_value(bare.W).item<float>());
   } else {
-    std::fprintf(stderr, "unknown --mode=%s (raw, raw_keep, mts, mts_into or session)\n",
+    std::fprintf(stderr,
+                 "unknown --mode=%s (raw, raw_keep, raw_keep_value, seed_hook, seed_hook_value, "
+                 "mts, mts_into or session)\n",
                  std::string(mode).c_str());
     return 2;
   }

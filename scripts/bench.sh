@@ -240,8 +240,14 @@ if [[ "$CALLGRIND" != 0 && -x "$BENCH_DIR/session_bench" ]]; then
     }
     echo "== Instructions per step with callgrind (N = $SEED_STEPS and 3N steps)"
     load_mark callgrind
-    for mode in raw raw_keep mts mts_into session; do
+    # seed_hook: the seed program as it runs (its hook fetches the loss every step), the budget
+    # row; mts: the default hooks only. The *_value pair records the loss's value (item()) on
+    # both sides, as the seed's MyHook does.
+    for mode in raw raw_keep seed_hook mts mts_into session; do
       CACHE_SIM=1 count "$mode" "$mode"
+    done
+    for mode in seed_hook_value raw_keep_value; do
+      count "$mode" "$mode"
     done
     for spec in "idle_hooks 0" "idle_hooks 10" "declared_idle_hooks 10" "called_idle_hooks 10" "chain 1" "chain 100" "direct 1" "direct 100"; do
       set -- $spec

@@ -90,7 +90,7 @@ bool HookRunner::run(Session& sess, const Fetches& fetches, FeedsView feeds,
     if (args.fetches.empty() && args.feeds.empty() && args.options.is_default()) continue;
     for (const auto& ref : args.fetches.refs()) combined_fetches_.push_back(g.resolve(ref));
     hook_fetch_end_[i] = combined_fetches_.size();
-    merged.merge_from(args.options);
+    if (!args.options.is_default()) merged.merge_from(args.options);
     if (args.feeds.empty()) continue;
     if (!hook_feeds) {
       // The first hook feed of this run: the feeds become the caller's and the hooks' together.
@@ -134,9 +134,10 @@ bool HookRunner::run(Session& sess, const Fetches& fetches, FeedsView feeds,
     run_feeds = combined_feeds_;
   }
 
+  std::optional<RunMetadata> local_metadata;
   RunMetadata* run_metadata = metadata;
-  RunMetadata local_metadata;
-  if (!run_metadata && merged.trace_level > RunOptions::NO_TRACE) run_metadata = &local_metadata;
+  if (!run_metadata && merged.trace_level > RunOptions::NO_TRACE)
+    run_metadata = &local_metadata.emplace();
 
   sess.run_nodes(combined_fetches_, run_feeds, merged, run_metadata, combined_results_);
   if (hook_feeds) combined_feeds_.clear();

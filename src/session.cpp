@@ -210,6 +210,10 @@ RunResults Session::run(const Fetches& fetches, FeedsView feeds, const RunOption
 
 std::span<const Node> Session::resolve_fetches(const Fetches& fetches) {
   const auto refs = fetches.refs();
+  // The usual step, `run(train_op, ...)`: the one handle of last time.
+  if (refs.size() == 1 && resolved_.size() == 1 && !refs[0].is_name() &&
+      resolved_[0] == refs[0].node() && resolved_names_[0].empty()) [[likely]]
+    return resolved_;
   // The same list as last time? Handles compare as integers, names as strings (no lookup).
   bool same = refs.size() == resolved_.size();
   for (size_t i = 0; same && i < refs.size(); ++i) {
