@@ -15,7 +15,9 @@
 // same as
 // GLIBC_TUNABLES=glibc.malloc.mmap_threshold=67108864:glibc.malloc.trim_threshold=268435456).
 // With --mode mts: --precision bf16-mixed (the model's forward under CPU autocast, bfloat16) and
-// --ema DECAY (an ExponentialMovingAverage updated after each step) measure what those cost.
+// --ema DECAY (an ExponentialMovingAverage updated after each step) measure what those cost;
+// --accumulate-steps K makes each step K micro-batches of --batch-size (ms_per_step is then per
+// optimizer step: divide by K for the time per batch).
 // Output: one JSON object on stdout. The hooks are present but idle in the measured steps
 // (their triggers lie beyond them), which is what most steps of a real run are.
 #include <torch/torch.h>
@@ -55,6 +57,7 @@ struct Options {
   bool keep_freed_memory = false;
   std::string precision = "fp32";  // bf16-mixed: the forward passes under CPU autocast (mts)
   double ema = 0;                  // > 0: a moving average of the weights after each step (mts)
+  int64_t accumulate_steps = 1;    // micro-batches per step (mts)
 };
 
 constexpr double kPeakLearningRate = 2e-3;  // the example's default --lr
@@ -131,7 +134,8 @@ class MonitoredLoop {
     auto test_accuracy = g_.op("test/accuracy", [=](th::Run& r) {
       return r[test_logits].argmax(1).eq(r[test_labels]).to(torch::kFloat).mean();
     });
-    train_op_ = g_.minimize("train_op", loss, th::adam(kPeakLearningRate));
+    train_op_ = g_.minimize("train_op", loss, th::adam(kPeakLearningRate),
+                            {.accumulate_steps = o.accumulate_steps});
     step_op_ = train_op_;
     if (o.ema > 0) {
       ema_ = std::make_shared<th::ExponentialMovingAverage>(
@@ -284,6 +288,7 @@ int main(int argc, char** argv) {
   app.add_flag("--keep-freed-memory", o.keep_freed_memory);
   app.add_option("--precision", o.precision)->check(CLI::IsMember({"fp32", "bf16-mixed"}));
   app.add_option("--ema", o.ema)->check(CLI::Range(0.0, 1.0));
+  app.add_option("--accumulate-steps", o.accumulate_steps)->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
   try {
     return run(o);

@@ -15,6 +15,9 @@
 //   - a progress bar on a terminal, plain progress lines every 30 s otherwise
 //   - --precision bf16-mixed: the forward passes under LibTorch's CPU autocast in bfloat16, the
 //     weights, gradients and optimizer state in float32 (default fp32: all float32)
+//   - --accumulate-steps K: each step adds up the gradients of K batches before the optimizer
+//     step (one step on a batch K times as large, in the memory of one); steps count optimizer
+//     steps
 //   - --ema DECAY: an exponential moving average of the weights (decay warmed up as TF's
 //     num_updates), updated after every step, saved in the checkpoints, and evaluated in place of
 //     the trained weights
@@ -42,6 +45,7 @@
 //   fashion_mnist [--minutes 3 | --steps N] [--data-dir DIR] [--logdir DIR]
 //                 [--batch-size 64 | --global-batch-size G]
 //                 [--lr 0.002] [--optimizer adam|sgd] [--warmup-steps 200] [--eval-every N]
+//                 [--accumulate-steps K]
 //                 [--ema DECAY] [--precision fp32|bf16-mixed] [--preempted-exit-code N]
 //                 [--time-limit-exit-code N]
 //                 [--distributed] ...
@@ -96,6 +100,7 @@ struct Flags {
   int step_delay_ms = 0;
   int64_t batch_size = 64;
   int64_t global_batch_size = 0;  // > 0: the batch of all ranks together, instead of batch_size
+  int64_t accumulate_steps = 1;   // micro-batches per optimizer step
   double lr = 2e-3;
   std::string optimizer = "adam";
   std::optional<int64_t> warmup_steps;  // default: 200, or a tenth of a shorter run
@@ -128,6 +133,7 @@ struct Plan {
   int64_t total_steps = 0;        // as first planned
   int64_t batch_size = 0;         // per rank, with --batch-size
   int64_t global_batch_size = 0;  // all ranks together, with --global-batch-size (0: not used)
+  int64_t accumulate_steps = 1;   // micro-batches of the batch per step
   bool regularize = false;
   double ema = 0;             // the --ema decay it was planned with; 0: none
   int64_t warmup_steps = -1;  // < 0: not recorded (a plan of an earlier version): the flag's
@@ -183,6 +189,7 @@ nlohmann::json plan_json(const Plan& plan) {
   return {{"total_steps", plan.total_steps},
           {"batch_size", plan.batch_size},
           {"global_batch_size", plan.global_batch_size},
+          {"accumulate_steps", plan.accumulate_steps},
           {"regularize", plan.regularize},
           {"ema", plan.ema},
           {"warmup_steps", plan.warmup_steps},
@@ -196,6 +203,7 @@ Plan plan_from_json(const nlohmann::json& j) {
   Plan plan{.total_steps = j.at("total_steps").get<int64_t>(),
             .batch_size = j.at("batch_size").get<int64_t>(),
             .global_batch_size = j.value("global_batch_size", int64_t{0}),
+            .accumulate_steps = j.value("accumulate_steps", int64_t{1}),
             .regularize = j.value("regularize", false),
             .ema = j.value("ema", 0.0),
             .warmup_steps = j.value("warmup_steps", int64_t{-1}),
@@ -237,6 +245,10 @@ void write_plan(const fs::path& path, const Plan& plan) {
 // Whether the batch flags differ from a plan's: "" when they agree, else what differs (the
 // caller says from whose plan).
 std::string batch_differs(const Plan& plan, const Flags& f) {
+  if (f.accumulate_steps != plan.accumulate_steps) {
+    return fmt::format("--accumulate-steps {} differs from the {}", f.accumulate_steps,
+                       plan.accumulate_steps);
+  }
   if (plan.global_batch_size > 0) {
     if (f.global_batch_size == plan.global_batch_size) return "";
     return f.global_batch_size > 0
@@ -422,11 +434,12 @@ int run(const Flags& f) {
     std::cout << fmt::format("Continuing the run in {}: {} steps in all\n", f.logdir,
                              plan->last_step());
   } else {
-    const double per_epoch =
-        static_cast<double>(train_source->size()) / static_cast<double>(global_batch);
+    const double per_epoch = static_cast<double>(train_source->size()) /
+                             static_cast<double>(global_batch * f.accumulate_steps);
     plan = Plan{.total_steps = f.steps,
                 .batch_size = f.global_batch_size > 0 ? 0 : f.batch_size,
                 .global_batch_size = f.global_batch_size,
+                .accumulate_steps = f.accumulate_steps,
                 .regularize = f.regularize == "on",
                 .ema = f.ema};
     if (f.steps == 0) {
@@ -454,6 +467,7 @@ int run(const Flags& f) {
       auto fit_budget = [&](bool regularize) {
         Net probe(net_options(regularize));
         Fit fit{time_model(probe, rank_batch, test_source->size(), regularize, bf16)};
+        fit.timing.step_seconds *= static_cast<double>(f.accumulate_steps);  // K batches a step
         const Timing& t = fit.timing;
         const double budget = f.minutes * 60 - 5;
         const int64_t evals = static_cast<int64_t>(budget / t.step_seconds) / f.eval_every + 1;
@@ -474,8 +488,9 @@ int run(const Flags& f) {
       plan->eval_seconds = fit.timing.eval_seconds;
       std::cout << fmt::format(
           "Budget {:g} min at {:.1f} ms per step and {:.1f} s per evaluation on this machine: {} "
-          "steps of batch {}\n",
-          f.minutes, fit.timing.step_seconds * 1e3, fit.timing.eval_seconds, fit.steps, rank_batch);
+          "steps of batch {}{}\n",
+          f.minutes, fit.timing.step_seconds * 1e3, fit.timing.eval_seconds, fit.steps, rank_batch,
+          f.accumulate_steps > 1 ? fmt::format(" x {} micro-batches", f.accumulate_steps) : "");
     } else if (f.regularize == "auto") {
       plan->regularize = plan->total_steps / per_epoch > kRegularizeAfterEpochs;
     }
@@ -543,8 +558,9 @@ int run(const Flags& f) {
   });
 
   auto optimizer = f.optimizer == "adam" ? th::adam(f.lr) : th::sgd(f.lr, {.momentum = 0.9});
-  auto train_op =
-      g.minimize("train_op", loss, optimizer, dp ? dp->minimize_options() : th::MinimizeOptions{});
+  const th::MinimizeOptions minimize_options{.accumulate_steps = plan->accumulate_steps};
+  auto train_op = g.minimize("train_op", loss, optimizer,
+                             dp ? dp->minimize_options(minimize_options) : minimize_options);
   th::LearningRateSchedule schedule = plan_schedule(*plan, f.lr);
   // What each step runs: the train op, then the moving averages when there are any.
   std::shared_ptr<th::ExponentialMovingAverage> ema;
@@ -752,6 +768,11 @@ int main(int argc, char** argv) {
                  "changes (instead of --batch-size)")
       ->check(positive)
       ->excludes(batch_size);
+  app.add_option("--accumulate-steps", f.accumulate_steps,
+                 "Batches whose gradients each step adds up before the optimizer step (a step on "
+                 "a batch K times as large)")
+      ->check(positive)
+      ->capture_default_str();
   app.add_option("--lr", f.lr, "Peak learning rate")->check(positive)->capture_default_str();
   app.add_option("--optimizer", f.optimizer)
       ->check(CLI::IsMember({"adam", "sgd"}))

@@ -232,6 +232,10 @@ Node Graph::minimize(std::string name, NodeRef loss, OptimizerFactory optimizer,
     throw InvalidArgument(
         fmt::format("minimize '{}': invalid clip_global_norm {}", name, *options.clip_global_norm));
   }
+  if (options.accumulate_steps < 1) {
+    throw InvalidArgument(fmt::format("minimize '{}': invalid accumulate_steps {} (must be >= 1)",
+                                      name, options.accumulate_steps));
+  }
   for (size_t i = 0; i < options.gradient_transforms.size(); ++i) {
     if (!options.gradient_transforms[i])
       throw InvalidArgument(
@@ -271,6 +275,7 @@ Node Graph::minimize(std::string name, NodeRef loss, OptimizerFactory optimizer,
   t.clips = options.clip_global_norm.has_value();
   if (t.clips) t.transforms.push_back(clip_by_global_norm(*options.clip_global_norm));
   for (auto& f : options.gradient_transforms) t.transforms.push_back(std::move(f));
+  t.accumulate_steps = options.accumulate_steps;
   state_->nodes[n.index].train_index = static_cast<int32_t>(state_->train_ops.size());
   state_->train_ops.push_back(std::move(t));
   return n;
@@ -390,6 +395,11 @@ std::span<const GradientTransform> Graph::gradient_transforms(Node n) const {
   const auto& e = entry_of_kind(*state_, n, NodeKind::kTrainOp, "gradient_transforms");
   const auto& op = state_->train_ops[e.train_index];
   return std::span<const GradientTransform>(op.transforms).subspan(op.clips ? 1 : 0);
+}
+
+int64_t Graph::accumulate_steps(Node n) const {
+  const auto& e = entry_of_kind(*state_, n, NodeKind::kTrainOp, "accumulate_steps");
+  return state_->train_ops[e.train_index].accumulate_steps;
 }
 
 InputPosition Graph::input_position(Node n) const {

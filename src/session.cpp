@@ -265,20 +265,31 @@ void Session::run_nodes(std::span<const Node> fetches, FeedsView feeds, const Ru
   out.clear();
   out.set_graph(graph_);
   out.set_end_of_input(false);
-  const auto& nodes = GraphInternal::state(*graph_).nodes;
+  const auto& gs = GraphInternal::state(*graph_);
+  const auto& nodes = gs.nodes;
   // Gradients only for runs that fetch a train op: evaluation runs keep no autograd graph.
   bool train = false;
+  bool accumulates = false;
   for (Node n : fetches) {
     if (n.index < 0 || static_cast<size_t>(n.index) >= nodes.size()) {
       throw InvalidArgument(
           fmt::format("Invalid node handle {} (the graph has {} nodes)", n.index, nodes.size()));
     }
-    if (nodes[n.index].kind == NodeKind::kTrainOp) train = true;
+    if (nodes[n.index].kind == NodeKind::kTrainOp) {
+      train = true;
+      if (gs.train_ops[nodes[n.index].train_index].accumulate_steps > 1) accumulates = true;
+    }
   }
   const RunGradMode grad_mode(train);
   try {
     begin_run(feeds, options, metadata);
     out.reserve(fetches.size());
+    // An accumulating train op first, whatever the fetch order: the other fetches then see the
+    // run's values after it (the loss's mean over the micro-batches), not its first micro-batch.
+    if (accumulates) [[unlikely]] {
+      for (Node n : fetches)
+        if (nodes[n.index].kind == NodeKind::kTrainOp) evaluate(n);
+    }
     for (Node n : fetches) {
       const at::Tensor& value = evaluate(n);
       // A fetched variable is a snapshot, as in TF: later steps must not change a kept result.
@@ -399,6 +410,10 @@ const at::Tensor& Session::evaluate_node(size_t i) {
         break;
       case NodeKind::kTrainOp: {
         auto& t = gs.train_ops[e.train_index];
+        if (t.accumulate_steps > 1) [[unlikely]] {
+          run_accumulating_train_step(i);
+          break;
+        }
         const at::Tensor& loss = evaluate(t.loss);
         internal::run_train_step(t, loss, {.train_op = e.name, .loss = gs.nodes[t.loss.index].name},
                                  gs.global_step_value);
@@ -425,6 +440,35 @@ const at::Tensor& Session::evaluate_node(size_t i) {
     }
   }
   return slot.memo;
+}
+
+// Each micro-batch after the first starts from a clean slate: every value this run computed so far
+// is dropped (ops run again, the graph's inputs give their next batch), while fed values,
+// variables and constants stay. Nodes still being evaluated (this train op, an op that evaluates
+// it) are not in `evaluated` and keep their slots.
+void Session::run_accumulating_train_step(size_t i) {
+  auto& s = *scratch_;
+  auto& gs = GraphInternal::state(*graph_);
+  const NodeEntry& e = gs.nodes[i];
+  auto& t = gs.train_ops[e.train_index];
+  const Node loss_node = t.loss;
+  auto micro_batch_loss = [&](int64_t k) -> const at::Tensor& {
+    if (k > 0) {
+      for (int32_t j : s.evaluated) {
+        slots_[j].stamp = 0;
+        slots_[j].memo.reset();
+      }
+      s.evaluated.clear();
+      ++gs.run_serial;
+    }
+    return evaluate(loss_node);
+  };
+  at::Tensor mean = internal::run_accumulating_train_step(
+      t, micro_batch_loss, {.train_op = e.name, .loss = gs.nodes[loss_node.index].name},
+      gs.global_step_value);
+  // What fetching the loss in this run gives: the mean over the window, as one batch of K*B.
+  Slot& slot = slots_[loss_node.index];
+  if (slot.stamp == run_id_ && slot.value == &slot.memo) slot.memo = std::move(mean);
 }
 
 }  // namespace trainhooks

@@ -66,8 +66,9 @@ void transform_gradients(TrainOp& op, std::string_view train_op) {
 
 }  // namespace
 
-void run_train_step(TrainOp& op, const at::Tensor& loss, const TrainStepNames& names,
-                    int64_t& global_step) {
+namespace {
+
+void check_loss(const at::Tensor& loss, const TrainStepNames& names) {
   if (!loss.defined() || loss.numel() != 1) {
     throw InvalidArgument(fmt::format("train op '{}': loss '{}' must be a scalar, got shape {}",
                                       names.train_op, names.loss,
@@ -79,8 +80,10 @@ void run_train_step(TrainOp& op, const at::Tensor& loss, const TrainStepNames& n
         "that record gradients",
         names.train_op, names.loss));
   }
-  op.optimizer->zero_grad();
-  loss.backward();
+}
+
+// After the gradients are in the variables' .grad: the transforms, the optimizer, the step.
+void apply_gradients(TrainOp& op, const TrainStepNames& names, int64_t& global_step) {
   if (op.grad_accumulators.empty()) {
     for (const auto& p : op.params) {
       if (p.is_leaf() && p.requires_grad())
@@ -90,6 +93,35 @@ void run_train_step(TrainOp& op, const at::Tensor& loss, const TrainStepNames& n
   if (!op.transforms.empty()) transform_gradients(op, names.train_op);
   op.optimizer->step();
   ++global_step;
+}
+
+}  // namespace
+
+void run_train_step(TrainOp& op, const at::Tensor& loss, const TrainStepNames& names,
+                    int64_t& global_step) {
+  check_loss(loss, names);
+  op.optimizer->zero_grad();
+  loss.backward();
+  apply_gradients(op, names, global_step);
+}
+
+at::Tensor run_accumulating_train_step(
+    TrainOp& op, const std::function<const at::Tensor&(int64_t)>& micro_batch_loss,
+    const TrainStepNames& names, int64_t& global_step) {
+  const int64_t k_steps = op.accumulate_steps;
+  const double scale = 1.0 / static_cast<double>(k_steps);
+  op.optimizer->zero_grad();
+  at::Tensor sum;
+  for (int64_t k = 0; k < k_steps; ++k) {
+    const at::Tensor& loss = micro_batch_loss(k);
+    check_loss(loss, names);
+    // The mean over K micro-batches of B is the mean over one batch of K*B.
+    loss.mul(scale).backward();
+    at::Tensor value = loss.detach();
+    sum = sum.defined() ? sum.add(value) : value.clone();
+  }
+  apply_gradients(op, names, global_step);
+  return sum.mul(scale);
 }
 
 }  // namespace trainhooks::internal

@@ -2,6 +2,8 @@
 // evaluated (session.cpp only dispatches to it):
 //   check the loss (a scalar that records gradients) -> zero_grad -> loss.backward() ->
 //   the gradient transforms in order (gradient_transforms.h) -> optimizer step -> ++global_step
+// With gradient accumulation the middle part repeats for each micro-batch: check and
+// (loss / K).backward(), K times, gradients adding up in the variables' .grad.
 // A step that throws before the optimizer step leaves the variables, the optimizer state and the
 // global step unchanged.
 //
@@ -14,6 +16,7 @@
 #include <torch/optim/optimizer.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -40,6 +43,7 @@ struct TrainOp {
   // MinimizeOptions::gradient_transforms.
   std::vector<GradientTransform> transforms;
   bool clips = false;
+  int64_t accumulate_steps = 1;   // MinimizeOptions::accumulate_steps
   std::vector<at::Tensor> grads;  // scratch: the transforms' span
   // The variables' gradient accumulators, held from the first step on. LibTorch keeps them only
   // while a graph refers to them: without this, every step would make them anew once the last
@@ -59,5 +63,14 @@ struct TrainStepNames {
 // names.
 void run_train_step(TrainOp& op, const at::Tensor& loss, const TrainStepNames& names,
                     int64_t& global_step);
+
+// One step of `op` over op.accumulate_steps micro-batches: `micro_batch_loss(k)` evaluates
+// micro-batch k's loss (k = 0 .. K-1; the reference is read before the next call). The gradients
+// of loss / K are added up, then transformed and applied once. Returns the mean of the K losses
+// (detached). Throws as run_train_step, or what micro_batch_loss throws; either way nothing
+// reaches the variables, the optimizer state or the global step.
+at::Tensor run_accumulating_train_step(
+    TrainOp& op, const std::function<const at::Tensor&(int64_t)>& micro_batch_loss,
+    const TrainStepNames& names, int64_t& global_step);
 
 }  // namespace trainhooks::internal

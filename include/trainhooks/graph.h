@@ -89,6 +89,13 @@ struct MinimizeOptions {
   // Variables to train; empty: every trainable variable that exists when minimize() is called.
   // The transforms' gradients are in this order.
   std::vector<Node> var_list;
+  // Gradient accumulation: each run of the train op evaluates the loss this many times (K
+  // micro-batches: the graph's inputs give a new batch each time, fed values stay the same),
+  // adds up the gradients of loss / K, then runs the gradient transforms (clipping, averaging
+  // across ranks) and the optimizer once: one step on a batch K times as large. The global step
+  // counts optimizer steps. In that run the loss's value is the mean of the K losses; the other
+  // nodes have their last micro-batch's values.
+  int64_t accumulate_steps = 1;
 };
 
 using OpFn = std::function<at::Tensor(Run&)>;
@@ -206,6 +213,8 @@ class Graph {
   // among them): what MonitoredTrainingSession inspects to check that a data-parallel train op
   // averages its gradients (distributed/data_parallel.h).
   std::span<const GradientTransform> gradient_transforms(Node train_op) const;
+  // The train op's MinimizeOptions::accumulate_steps: micro-batches per optimizer step.
+  int64_t accumulate_steps(Node train_op) const;
   // Position of an input (any of its component nodes).
   InputPosition input_position(Node input) const;
   // The options an input reads with: as given, with the shard and batch of shard_inputs().

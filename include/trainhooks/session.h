@@ -143,6 +143,8 @@ class Session {
   const at::Tensor& evaluate(Node node);
   const at::Tensor& evaluate_node(size_t i);
   [[noreturn]] void evaluate_failed(Node node);  // an invalid handle or a cycle
+  // A train op with MinimizeOptions::accumulate_steps > 1 (node index i).
+  void run_accumulating_train_step(size_t i);
   void begin_run(FeedsView feeds, const RunOptions& options, RunMetadata* metadata);
   void end_run();
   [[noreturn]] void rethrow_with_path(const std::exception_ptr& error);

@@ -283,6 +283,66 @@ TEST_F(FashionMnistExampleTest, MovingAveragesResumeBitForBitAfterAKill) {
                          x.get_tensor("net/fc.weight/ExponentialMovingAverage")));
 }
 
+// --accumulate-steps: a step is three batches and one optimizer step; a run killed (SIGKILL),
+// almost surely inside a window's micro-batches, continues from its newest checkpoint (a window
+// never spans one) bit for bit, and a rerun must keep the number.
+TEST_F(FashionMnistExampleTest, GradientAccumulationResumesBitForBitAfterAKill) {
+  const int64_t steps = 120;
+  auto with = [&](const std::string& logdir) {
+    auto a = args(logdir, steps);
+    for (auto s : {"--save-steps", "20", "--accumulate-steps", "3", "--summary-steps", "10"})
+      a.push_back(s);
+    return a;
+  };
+  const std::string straight = dir.file("straight");
+  auto r = run_example(with(straight), dir.file("straight.txt"));
+  ASSERT_EQ(exit_code(r.status), 0) << read_file(dir.file("straight.txt"));
+  EXPECT_THAT(read_file(straight + "/plan.json"), HasSubstr("\"accumulate_steps\": 3"));
+  // 120 steps of 3 batches of 8: 11.25 epochs of 256 examples.
+  EXPECT_THAT(fmt::format("{}", fmt::join(r.lines, "\n")), ContainsRegex("11\\.[23] epochs"));
+
+  const std::string resumed = dir.file("resumed");
+  {
+    auto argv = with(resumed);
+    argv.insert(argv.begin(), kExample);
+    th::testing::ChildProcess child(argv, dir.file("killed.txt"));
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (std::chrono::steady_clock::now() < deadline && child.running()) {
+      auto state = th::get_checkpoint_state(resumed);
+      if (state && state->model_checkpoint_path.find("ckpt-40") != std::string::npos) break;
+      child.wait(0.01);
+    }
+    child.kill_and_reap();
+  }
+  const int64_t killed_at = th::load_checkpoint(resumed).global_step();
+  ASSERT_GT(killed_at, 0);
+  ASSERT_LT(killed_at, steps) << "the run ended before the kill: make it longer";
+  auto other = run_example(args(resumed, steps), dir.file("other.txt"));
+  EXPECT_EQ(exit_code(other.status), 1);
+  EXPECT_THAT(
+      read_file(dir.file("other.txt")),
+      HasSubstr(fmt::format("--accumulate-steps 1 differs from the 3 of the run in {}", resumed)));
+  auto again = run_example(with(resumed), dir.file("again.txt"));
+  ASSERT_EQ(exit_code(again.status), 0) << read_file(dir.file("again.txt"));
+
+  // The loss of every step summarised after the resume (the window's mean; what the killed run
+  // had not flushed is lost with it) and the final variables are equal.
+  auto a = scalars(straight, "loss"), b = scalars(resumed, "loss");
+  EXPECT_GE(a.size(), static_cast<size_t>(steps / 10));  // every 10th step
+  int64_t after_resume = 0;
+  for (const auto& [step, value] : b) {
+    EXPECT_EQ(value, a[step]) << "step " << step;
+    if (step > killed_at) ++after_resume;
+  }
+  EXPECT_GE(after_resume, (steps - killed_at) / 10);
+  auto x = th::load_checkpoint(straight), y = th::load_checkpoint(resumed);
+  EXPECT_EQ(x.global_step(), steps);
+  EXPECT_EQ(y.global_step(), steps);
+  ASSERT_EQ(x.variable_names(), y.variable_names());
+  for (const auto& name : x.variable_names())
+    EXPECT_TRUE(at::equal(x.get_tensor(name), y.get_tensor(name))) << name;
+}
+
 // --precision bf16-mixed: the forward passes in bfloat16, the checkpoint's variables float32.
 TEST_F(FashionMnistExampleTest, MixedPrecisionTrainsAndCheckpointsFloat32) {
   const std::string logdir = dir.file("run");
@@ -445,6 +505,7 @@ TEST_F(FashionMnistExampleTest, UsageErrorsNameTheFlagAndExitWithTwo) {
       {{"--ema", "1"}, "--ema: must be a number in (0, 1), got '1'"},
       {{"--precision", "fp16"}, "--precision: fp16 not in {fp32,bf16-mixed}"},
       {{"--ema", "-0.5"}, "--ema: must be a number in (0, 1), got '-0.5'"},
+      {{"--accumulate-steps", "0"}, "--accumulate-steps: must be a positive number, got '0'"},
   };
   int n = 0;
   for (const auto& [flags, text] : cases) {
