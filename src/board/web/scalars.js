@@ -38,6 +38,7 @@ export function syncScalarCharts(changed) {
       chart.build(runs);
     } else if (runs.some((r) => changed.has(changeKey("scalars", r, tag)))) {
       chart.update();
+      chart.buildDownloads();
     }
   }
 }
@@ -181,7 +182,8 @@ class ScalarChart {
     this.updateLegend();
   }
 
-  // New data or settings for the same runs: the chart is kept, its data and scales renewed.
+  // New data or settings for the same runs: the chart is kept, its data and scales renewed (the
+  // downloads are the caller's: settings do not change them).
   update() {
     if (!this.plot) return;
     const data = this.lineData();
@@ -192,7 +194,6 @@ class ScalarChart {
       this.plot.setData(data);
     }
     this.updateLegend();
-    this.buildDownloads();
   }
 
   onSelect(u) {
