@@ -1,4 +1,4 @@
-// The board page's files (src/board/web/ and the vendored uPlot under third_party/uplot/),
+// The board page's files (src/board/web/ and the libraries vendored under third_party/),
 // compiled into the binary at build time so that `trainhooks board` needs no files beside it.
 #pragma once
 #include <array>
@@ -15,10 +15,24 @@ struct Asset {
 // nullptr for a path that is not one of the page's files.
 const Asset* find_asset(std::string_view path);
 
-// The page's own scripts as served, in the order index.html loads them (after uPlot's): each
-// builds on those before it. `trainhooks report` inlines them in their tags' places.
-inline constexpr std::array<std::string_view, 6> kPageScripts = {
-    "/board_base.js",          "/board_api.js",   "/board_scalars.js",
-    "/board_distributions.js", "/board_cards.js", "/board.js"};
+// The page's own ES modules as served, the entry (which index.html loads) last. They import each
+// other as "board/<file>": the page's import map resolves that to the file beside it, and
+// `trainhooks report` writes an import map of its own with each module's text as a data: URL.
+inline constexpr std::array<std::string_view, 11> kPageModules = {
+    "/util.js",    "/settings.js",      "/api.js",    "/runs.js", "/cards.js", "/charts.js",
+    "/scalars.js", "/distributions.js", "/images.js", "/text.js", "/board.js"};
+
+// The libraries the page loads as classic scripts before its modules (vendored under
+// third_party/), in the page's order, each with its licence file as served.
+struct VendoredScript {
+  std::string_view name;  // "uPlot"
+  std::string_view path;  // "/uPlot.iife.min.js"
+  std::string_view licence;
+};
+inline constexpr std::array<VendoredScript, 3> kVendoredScripts = {{
+    {"uPlot", "/uPlot.iife.min.js", "/LICENSE.uPlot.txt"},
+    {"markdown-it", "/markdown-it.umd.min.js", "/LICENSE.markdown-it.txt"},
+    {"DOMPurify", "/purify.min.js", "/LICENSE.DOMPurify.txt"},
+}};
 
 }  // namespace trainhooks::board

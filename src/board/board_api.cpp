@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdint>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -12,6 +14,7 @@
 
 #include "board/api_histogram.h"
 #include "board/downsample.h"
+#include "board/url_encode.h"
 #include "trainhooks/errors.h"
 #include "util/json_writer.h"
 
@@ -163,9 +166,69 @@ ApiResponse runs_response(const LogdirIndex& index) {
   return json(std::move(out));
 }
 
+// A scalar series as a file to download (`format=csv` or `format=json`): every point in the range
+// unless max_points says otherwise, in TensorBoard's download formats.
+enum class Download { kNone, kCsv, kJson };
+
+Download download_format(const Query& query) {
+  const auto it = query.find("format");
+  if (it == query.end()) return Download::kNone;
+  if (it->second == "csv") return Download::kCsv;
+  if (it->second == "json") return Download::kJson;
+  throw ApiError{400,
+                 fmt::format("parameter 'format' must be 'csv' or 'json', got '{}'", it->second)};
+}
+
+// A number as Python prints a float in TensorBoard's CSV ("nan", "inf", "-inf"); finite values
+// in their shortest exact form, as in the JSON answers.
+template <typename T>
+void append_csv_number(std::string& out, T value) {
+  if (std::isnan(value)) {
+    out += "nan";
+  } else if (std::isinf(value)) {
+    out += value > 0 ? "inf" : "-inf";
+  } else {
+    append_json_number(out, value);
+  }
+}
+
+// TensorBoard's scalar downloads: CSV "Wall time,Step,Value" with CRLF line ends (Python's csv
+// module), JSON [[wall_time, step, value], ...].
+std::string download_body(Download format, const ScalarSeries& series,
+                          const std::vector<size_t>& kept) {
+  std::string out;
+  out.reserve(32 + kept.size() * 40);
+  if (format == Download::kCsv) {
+    out += "Wall time,Step,Value\r\n";
+    for (const size_t k : kept) {
+      append_csv_number(out, series.wall_times[k]);
+      out += ',';
+      append_json_number(out, series.steps[k]);
+      out += ',';
+      append_csv_number(out, series.values[k]);
+      out += "\r\n";
+    }
+    return out;
+  }
+  {
+    JsonArray rows(out, ",");
+    for (const size_t k : kept) {
+      JsonArray row(rows.next());
+      append_json_number(row.next(), series.wall_times[k]);
+      append_json_number(row.next(), series.steps[k]);
+      append_json_number(row.next(), series.values[k]);
+    }
+  }
+  return out;
+}
+
 ApiResponse scalars_response(const LogdirIndex& index, const Query& query) {
   const Series s = series_request(index, query, ValueKind::kScalar);
-  const int64_t max_points = integer(query, "max_points").value_or(BoardApi::kDefaultMaxPoints);
+  const Download download = download_format(query);
+  // A download has every point unless asked for fewer; the page's chart a display's worth.
+  const int64_t max_points = integer(query, "max_points")
+                                 .value_or(download == Download::kNone ? BoardApi::kDefaultMaxPoints
+                                                                       : BoardApi::kMaxMaxPoints);
   if (max_points < 2 || max_points > BoardApi::kMaxMaxPoints) {
     throw ApiError{400, fmt::format("max_points must be between 2 and {}, got {}",
                                     BoardApi::kMaxMaxPoints, max_points)};
@@ -183,8 +246,20 @@ ApiResponse scalars_response(const LogdirIndex& index, const Query& query) {
       end ? std::upper_bound(steps.begin(), steps.end(), *end) - steps.begin() : steps.size();
   const size_t in_range = hi > lo ? hi - lo : 0;
   const bool downsampled = in_range > static_cast<size_t>(max_points);
-  const std::vector<size_t> kept =
-      internal::downsample_indices(series.values, lo, std::max(lo, hi), max_points);
+  std::vector<size_t> kept;
+  if (download != Download::kNone && !query.contains("max_points")) {
+    kept.resize(in_range);
+    std::iota(kept.begin(), kept.end(), lo);
+  } else {
+    kept = internal::downsample_indices(series.values, lo, std::max(lo, hi), max_points);
+  }
+  if (download != Download::kNone) {
+    const bool csv = download == Download::kCsv;
+    return {200, csv ? "text/csv; charset=utf-8" : "application/json",
+            download_body(download, series, kept),
+            internal::content_disposition(
+                fmt::format("run-{}-tag-{}.{}", s.run, s.tag, csv ? "csv" : "json"))};
+  }
 
   std::string out;
   // Digits of a step, a wall time and a float, with separators; a reallocation or two at most.

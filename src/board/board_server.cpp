@@ -96,6 +96,9 @@ struct BoardServer::Impl {
       for (const auto& [name, value] : req.params) query.emplace(name, value);  // first wins
       const ApiResponse r = api->handle(req.path, query);
       res.set_content(r.body, r.content_type);
+      if (!r.content_disposition.empty()) {
+        res.set_header("Content-Disposition", r.content_disposition);
+      }
       // Unset for 200, so that a range of the answer is a 206.
       if (r.status != 200) {
         res.status = r.status;

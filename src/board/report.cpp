@@ -114,6 +114,10 @@ std::string base64(std::string_view bytes) {
   return out;
 }
 
+std::string data_url(std::string_view javascript) {
+  return "data:text/javascript;base64," + base64(javascript);
+}
+
 std::string default_title(const std::filesystem::path& logdir) {
   std::error_code ec;
   std::filesystem::path p =
@@ -227,11 +231,12 @@ ReportData render(const LogdirIndex& index, const ReportOptions& options, std::s
   replace_all(script, "<!--", "\\u003c!--");
 
   html = std::string(asset("/"));
-  // uPlot's and kPageScripts: a script the page loads besides would be missing from the report.
+  // The libraries' and the entry module's: a script the page loads besides would be missing from
+  // the report.
   const size_t sources = occurrences(html, "<script src=");
-  if (sources != kPageScripts.size() + 1) {
+  if (sources != kVendoredScripts.size() || occurrences(html, "<script type=\"module\"") != 1) {
     throw InternalError(fmt::format("the board page loads {} scripts, the report inlines {}",
-                                    sources, kPageScripts.size() + 1));
+                                    sources, kVendoredScripts.size()));
   }
   // The window's title too (before the scripts go in, which might hold the word).
   const size_t open = html.find("<title>");
@@ -244,20 +249,35 @@ ReportData render(const LogdirIndex& index, const ReportOptions& options, std::s
               "<style>\n" + inline_text(asset("/uPlot.min.css")) + "\n</style>");
   replace_tag(html, R"(<link rel="stylesheet" href="board.css">)",
               "<style>\n" + inline_text(asset("/board.css")) + "\n</style>");
-  // MIT asks for the licence in every copy, and the report is one.
-  std::string licence(asset("/LICENSE.uPlot.txt"));
-  replace_all(licence, "*/", "* /");
-  replace_tag(html, R"(<script src="uPlot.iife.min.js"></script>)",
-              "<script>\n/* uPlot's licence:\n" + inline_text(licence) + "\n*/\n" +
-                  inline_text(asset("/uPlot.iife.min.js")) + "\n</script>");
-  // Each of the page's scripts in its tag's place, the data before the first: they read it.
-  for (const std::string_view path : kPageScripts) {
-    std::string inlined = "<script>\n" + inline_text(asset(path)) + "\n</script>";
-    if (path == kPageScripts.front()) {
-      inlined = "<script>\nwindow.TRAINHOOKS_REPORT = " + script + ";\n</script>\n" + inlined;
+  // Scripts go in as data: URLs, byte for byte: no text of theirs is parsed as HTML, so nothing in
+  // a library (a "<!--", a "</script>" in a string) can change where its script ends.
+  for (const VendoredScript& library : kVendoredScripts) {
+    // Its licence in every copy, as the licences ask, and the report is one.
+    std::string licence(asset(library.licence));
+    // A comment's text may not hold "--" (as in "-->").
+    for (size_t at = licence.find("--"); at != std::string::npos; at = licence.find("--", at)) {
+      licence.replace(at, 2, "- -");
     }
-    replace_tag(html, fmt::format(R"(<script src="{}"></script>)", path.substr(1)), inlined);
+    replace_tag(html, fmt::format(R"(<script src="{}"></script>)", library.path.substr(1)),
+                fmt::format("<!-- {}'s licence:\n{}\n-->\n<script src=\"{}\"></script>",
+                            library.name, licence, data_url(asset(library.path))));
   }
+  // The modules: an import map that resolves each "board/<file>" to its text. A module cannot be
+  // inlined as such (inline modules cannot import one another), and a file:// page may not load
+  // modules from files; data: URLs it may.
+  std::string imports;
+  for (const std::string_view path : kPageModules) {
+    if (!imports.empty()) imports += ",\n";
+    trainhooks::internal::append_json_string(imports, "board" + std::string(path));
+    imports += ": ";
+    trainhooks::internal::append_json_string(imports, data_url(asset(path)));
+  }
+  replace_tag(html, R"(<script type="importmap">{"imports": {"board/": "./"}}</script>)",
+              "<script type=\"importmap\">\n{\"imports\": {\n" + imports + "}}\n</script>");
+  // The data before the entry module, which reads it (modules run after classic scripts).
+  replace_tag(html, R"(<script type="module" src="board.js"></script>)",
+              "<script>\nwindow.TRAINHOOKS_REPORT = " + script +
+                  ";\n</script>\n<script type=\"module\">import \"board/board.js\";</script>");
   return data;
 }
 

@@ -48,4 +48,29 @@ inline std::string api_url(std::string_view endpoint,
   return out;
 }
 
+// A Content-Disposition header's value that names a download `name` (any bytes: run and tag names
+// are whatever the logs hold): `attachment; filename="<ASCII>"; filename*=UTF-8''<encoded>`
+// (RFC 6266). The plain name keeps A-Z a-z 0-9 - _ . and turns every other byte into '_'; the
+// encoded one percent-encodes every byte outside those, so neither can hold a quote, a CR or LF
+// or anything else that would end the header or add one. '/' becomes '_' first in both, as
+// TensorBoard's download names have it.
+inline std::string content_disposition(std::string_view name) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string plain, encoded;
+  for (const char ch : name) {
+    const auto c = static_cast<unsigned char>(ch == '/' ? '_' : ch);
+    const bool kept = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                      c == '-' || c == '_' || c == '.';
+    plain += kept ? static_cast<char>(c) : '_';
+    if (kept) {
+      encoded += static_cast<char>(c);
+    } else {
+      encoded += '%';
+      encoded += kHex[c >> 4];
+      encoded += kHex[c & 0xf];
+    }
+  }
+  return "attachment; filename=\"" + plain + "\"; filename*=UTF-8''" + encoded;
+}
+
 }  // namespace trainhooks::board::internal

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -342,6 +343,26 @@ TEST_F(BoardApiTest, BadRequestsAreRefusedWithStatusAndMessage) {
        {{"run", nul}, {"tag", "loss"}},
        400,
        "invalid run name '" + nul + "': contains a NUL"},
+      {"/api/scalars",
+       {{"run", "train"}, {"tag", "loss"}, {"format", "xml"}},
+       400,
+       "parameter 'format' must be 'csv' or 'json', got 'xml'"},
+      {"/api/scalars",
+       {{"run", "train"}, {"tag", "loss"}, {"format", ""}},
+       400,
+       "parameter 'format' must be 'csv' or 'json', got ''"},
+      {"/api/scalars",
+       {{"run", "train"}, {"tag", "loss"}, {"format", "CSV"}},
+       400,
+       "parameter 'format' must be 'csv' or 'json', got 'CSV'"},
+      {"/api/scalars",
+       {{"run", "train"}, {"tag", "loss"}, {"format", "csv"}, {"max_points", "1"}},
+       400,
+       "max_points must be between 2 and 100000, got 1"},
+      {"/api/scalars",
+       {{"run", "train"}, {"tag", "nope"}, {"format", "csv"}},
+       404,
+       "run 'train' has no scalar tag 'nope'"},
       {"/api/image", {{"run", "train"}, {"tag", "input/image"}}, 400, "missing parameter 'index'"},
       {"/api/image",
        {{"run", "train"}, {"tag", "input/image"}, {"index", "x"}},
@@ -364,6 +385,72 @@ TEST_F(BoardApiTest, BadRequestsAreRefusedWithStatusAndMessage) {
     SCOPED_TRACE(c.path + " " + json(c.query).dump());
     EXPECT_EQ(error(c.path, c.query), std::make_pair(c.status, c.message));
   }
+}
+
+TEST_F(BoardApiTest, ScalarsDownloadAsTensorBoardsCsvAndJsonWithEveryPoint) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  write_scalars("train", "loss", {0.1f, nan, inf, -inf, 2.5f});
+
+  ApiResponse csv =
+      api().handle("/api/scalars", {{"run", "train"}, {"tag", "loss"}, {"format", "csv"}});
+  EXPECT_EQ(csv.status, 200);
+  EXPECT_EQ(csv.content_type, "text/csv; charset=utf-8");
+  EXPECT_EQ(
+      csv.content_disposition,
+      "attachment; filename=\"run-train-tag-loss.csv\"; filename*=UTF-8''run-train-tag-loss.csv");
+  // TensorBoard's columns and Python's csv module's line ends and spellings of NaN and infinity.
+  EXPECT_EQ(csv.body,
+            "Wall time,Step,Value\r\n"
+            "1700000001.25,1,0.1\r\n"
+            "1700000002.25,2,nan\r\n"
+            "1700000003.25,3,inf\r\n"
+            "1700000004.25,4,-inf\r\n"
+            "1700000005.25,5,2.5\r\n");
+
+  const ApiResponse rows = api().handle(
+      "/api/scalars", {{"run", "train"}, {"tag", "loss"}, {"format", "json"}, {"start_step", "4"}});
+  EXPECT_EQ(rows.status, 200);
+  EXPECT_EQ(rows.content_type, "application/json");
+  EXPECT_THAT(rows.content_disposition,
+              ::testing::HasSubstr("filename=\"run-train-tag-loss.json\""));
+  EXPECT_EQ(json::parse(rows.body), json::parse(R"([[1700000004.25, 4, "-Infinity"],
+                                                    [1700000005.25, 5, 2.5]])"));
+  // Without format, no file.
+  EXPECT_EQ(api().handle("/api/scalars", {{"run", "train"}, {"tag", "loss"}}).content_disposition,
+            "");
+}
+
+TEST_F(BoardApiTest, ADownloadHasEveryPointUnlessMaxPointsIsGiven) {
+  std::vector<float> values(5000);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i % 7);
+  write_scalars("train", "loss", values);
+  const Query query = {{"run", "train"}, {"tag", "loss"}, {"format", "json"}};
+  EXPECT_EQ(json::parse(api().handle("/api/scalars", query).body).size(), 5000u);
+  // The page's chart gets a display's worth (2000) of the same series.
+  EXPECT_LE(get("/api/scalars", {{"run", "train"}, {"tag", "loss"}})["steps"].size(), 2000u);
+  Query fewer = query;
+  fewer["max_points"] = "100";
+  EXPECT_LE(json::parse(api().handle("/api/scalars", fewer).body).size(), 100u);
+}
+
+TEST(BoardApiDownloadTest, ContentDispositionCannotCarryHostileNames) {
+  using internal::content_disposition;
+  // Quotes, CR/LF (a header of its own), ';', '\\', '%', non-ASCII and invalid UTF-8: the plain
+  // name keeps none of them and the encoded one percent-encodes them.
+  const std::string hostile = "run-a\"b\r\nSet-Cookie: x=1;\\%é\xff/t.csv";
+  const std::string header = content_disposition(hostile);
+  EXPECT_EQ(header,
+            "attachment; filename=\"run-a_b__Set-Cookie__x_1_______t.csv\"; "
+            "filename*=UTF-8''run-a%22b%0D%0ASet-Cookie%3A%20x%3D1%3B%5C%25%C3%A9%FF_t.csv");
+  for (const char c : header) {
+    EXPECT_TRUE(c >= 0x20 && c < 0x7f) << static_cast<int>(c);
+  }
+  EXPECT_EQ(header.find('"'), 21u);
+  EXPECT_EQ(std::count(header.begin(), header.end(), '"'), 2);
+  EXPECT_EQ(content_disposition("run-exp 1/train-tag-a/b.csv"),
+            "attachment; filename=\"run-exp_1_train-tag-a_b.csv\"; "
+            "filename*=UTF-8''run-exp%201_train-tag-a_b.csv");
 }
 
 TEST_F(BoardApiTest, HistogramsGiveTensorBoardsBandsPerStepAndTheLastHistogram) {

@@ -9,6 +9,7 @@
 // once the page has settled and a run takes a few seconds of real time. Every run is killed after
 // kChromiumTimeout.
 #include <fcntl.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
@@ -33,6 +34,8 @@
 #include <string_view>
 #include <thread>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "board/assets.h"
 #include "board/board_test_logdir.h"
@@ -429,6 +432,8 @@ class BoardBrowserTest : public ::testing::Test {
                           std::to_string(rd())));
     fs::create_directories(*work_ / "logs");
     testing::write_test_logdir(*work_ / "logs");
+    fs::copy(*work_ / "logs", *work_ / "features", fs::copy_options::recursive);
+    testing::write_feature_runs(*work_ / "features");
   }
   static void TearDownTestSuite() {
     std::error_code ec;
@@ -442,6 +447,8 @@ class BoardBrowserTest : public ::testing::Test {
   }
 
   static fs::path logdir() { return *work_ / "logs"; }
+  // The test log directory and the runs of write_feature_runs().
+  static fs::path features_logdir() { return *work_ / "features"; }
   static fs::path work() { return *work_; }
 
   // Loads `url`, checks that Chromium ended in time and printed a document, and parses it.
@@ -573,14 +580,19 @@ class PageServer {
  public:
   using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
 
-  explicit PageServer(Handler api) : api_(std::move(api)) {
+  // `files`: path -> {content type, body}, served instead of the page's own.
+  explicit PageServer(Handler api,
+                      std::map<std::string, std::pair<std::string, std::string>> files = {})
+      : api_(std::move(api)), files_(std::move(files)) {
     http_.Get(".*", [this](const httplib::Request& req, httplib::Response& res) {
       {
         std::lock_guard lock(mu_);
         targets_.push_back(req.target);
       }
       if (req.path.starts_with("/api/")) return api_(req, res);
-      if (const Asset* asset = find_asset(req.path)) {
+      if (const auto it = files_.find(req.path); it != files_.end()) {
+        res.set_content(it->second.second, it->second.first);
+      } else if (const Asset* asset = find_asset(req.path)) {
         res.set_content(std::string(asset->data), std::string(asset->content_type));
       } else {
         res.status = 404;
@@ -601,6 +613,7 @@ class PageServer {
 
  private:
   Handler api_;
+  std::map<std::string, std::pair<std::string, std::string>> files_;
   httplib::Server http_;
   int port_ = 0;
   std::thread thread_;
@@ -681,6 +694,371 @@ TEST_F(BoardBrowserTest, RefreshRequestsOnlyTheSeriesThatGrew) {
   const auto cells = query_all(*row, "td");
   ASSERT_GE(cells.size(), 4u);
   EXPECT_EQ(cells[3]->text_content(), std::to_string(testing::kSteps + 10));
+}
+
+// ---- What a user does with the views ---------------------------------------------------------
+
+// A script run in the page after the board's own, acting as a user would: it waits until the
+// board is ready, then types in the filters, folds a group, ticks "Ignore outliers", fetches a
+// download link, enlarges a chart, moves the images' sliders, and writes what it saw, as JSON,
+// into <pre id="driver-results"> for the DOM dump. Every wait is bounded (in the page's virtual
+// time); a failure is written there too.
+constexpr const char* kDriver = R"js(
+const results = {};
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+const $ = (selector, root = document) => root.querySelector(selector);
+const $$ = (selector, root = document) => [...root.querySelectorAll(selector)];
+async function until(test, what) {
+  for (let i = 0; i < 100; i++) {
+    if (test()) return;
+    await sleep(50);
+  }
+  throw new Error(`gave up waiting for ${what}`);
+}
+function type(id, value) {
+  const input = document.getElementById(id);
+  input.value = value;
+  input.dispatchEvent(new Event("input"));
+}
+const chart = (tag) => $$("#scalars .chart").find((n) => n.dataset.tag === tag);
+const group = (section, name) => $$(`#${section} > .tag-group`).find((g) => g.dataset.group === name);
+const yRange = (tag) => $(".plot", chart(tag)).getAttribute("data-y-range").split(" ").map(Number);
+const shownGroups = () => $$("#scalars > .tag-group").filter((g) => !g.hidden).map((g) => ({
+  name: g.dataset.group,
+  count: $(".count", g).textContent,
+  tags: $$(".chart", g).filter((c) => !c.classList.contains("is-hidden")).map((c) => c.dataset.tag),
+}));
+const size = (node) => {
+  const r = node.getBoundingClientRect();
+  return {width: r.width, height: r.height};
+};
+
+async function drive() {
+  await until(() => document.body.dataset.state === "ready", "the board to be ready");
+  results.groups = shownGroups();
+
+  type("tag-filter", "^train/");
+  results.filtered = shownGroups();
+  type("tag-filter", "");
+
+  const train = group("scalars", "train");
+  $(".group-toggle", train).click();
+  results.folded = {
+    expanded: $(".group-toggle", train).getAttribute("aria-expanded"),
+    gridHidden: $(".grid", train).hidden,
+    saved: JSON.parse(localStorage.getItem("trainhooks.board.settings")).collapsed,
+  };
+  $(".group-toggle", train).click();
+  results.unfolded = !$(".grid", train).hidden;
+
+  results.ranges = {zero: yRange("flat/zero"), constant: yRange("flat/const"),
+                    spiky: yRange("spiky")};
+  $("#ignore-outliers").click();
+  await sleep(0);  // uPlot redraws in a microtask
+  results.ranges.spikyIgnoringOutliers = yRange("spiky");
+  $("#ignore-outliers").click();
+
+  const link = $$("a[data-format=csv]", chart("train/loss"))
+                   .find((a) => a.closest(".download").dataset.run === "lab");
+  const response = await fetch(link.href);
+  results.csv = {
+    download: link.getAttribute("download"),
+    status: response.status,
+    type: response.headers.get("content-type"),
+    disposition: response.headers.get("content-disposition"),
+    body: await response.text(),
+  };
+
+  const card = chart("train/loss");
+  const before = {card: size(card), canvas: size($("canvas", card))};
+  $(".enlarge", card).click();
+  await sleep(100);
+  results.enlarge = {
+    before,
+    after: {card: size(card), canvas: size($("canvas", card))},
+    pressed: $(".enlarge", card).getAttribute("aria-pressed"),
+  };
+  $(".enlarge", card).click();
+
+  const img = $("#images img");
+  results.imageFilter = {before: getComputedStyle(img).filter};
+  type("image-brightness", "1.5");
+  type("image-contrast", "2");
+  results.imageFilter.after = getComputedStyle(img).filter;
+
+  const note = $$("#text .text-card").find((c) => c.dataset.tag === "notes/md");
+  results.markdown = {
+    elements: [...new Set($$("*", $(".text-body", note)).map((n) => n.localName))].sort(),
+    links: $$("a", note).map((a) => a.getAttribute("href")),
+    text: $(".text-body", note).textContent,
+  };
+
+  results.colors = Object.fromEntries(
+      $$("#runs .run").map((n) => [n.dataset.run, $(".swatch", n).style.background]));
+
+  type("run-filter", "^lab$");
+  results.runFilter = {
+    listed: $$("#runs .run").filter((n) => !n.hidden).map((n) => n.dataset.run),
+    lossHidden: chart("loss").classList.contains("is-hidden"),
+    trainLossRuns: $$("tr[data-run]", chart("train/loss")).map((r) => r.dataset.run),
+  };
+  type("run-filter", "");
+}
+
+drive().then(() => {
+  results.done = true;
+}, (e) => {
+  results.error = String((e && e.stack) || e);
+}).finally(() => {
+  results.pwned = window.__pwned === undefined ? null : String(window.__pwned);
+  const pre = document.createElement("pre");
+  pre.id = "driver-results";
+  // ASCII only, so that the dump's text reads back byte for byte.
+  pre.textContent = JSON.stringify(results).replace(/[\u007f-\uffff]/g,
+      (c) => "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0"));
+  document.body.append(pre);
+});
+)js";
+
+struct DriverRun {
+  nlohmann::json results;
+  std::unique_ptr<Node> dom;
+};
+
+// The page with kDriver run after the board's modules.
+std::string with_driver(std::string html, std::string_view script_tag) {
+  const size_t at = html.rfind("</body>");
+  html.insert(at, std::string(script_tag) + "\n");
+  return html;
+}
+
+DriverRun read_driver(std::unique_ptr<Node> dom) {
+  DriverRun run;
+  const Node* pre = query(*dom, "#driver-results");
+  EXPECT_NE(pre, nullptr) << "the driver did not finish; message: " << message_of(*dom);
+  run.results = pre ? nlohmann::json::parse(pre->text_content(), nullptr, false) : nlohmann::json();
+  EXPECT_FALSE(run.results.is_discarded());
+  EXPECT_FALSE(run.results.contains("error")) << run.results.value("error", "");
+  run.dom = std::move(dom);
+  return run;
+}
+
+class BoardViewsTest : public BoardBrowserTest {
+ protected:
+  static void TearDownTestSuite() {
+    delete live_;
+    live_ = nullptr;
+    delete report_;
+    report_ = nullptr;
+    BoardBrowserTest::TearDownTestSuite();
+  }
+
+  // The driver on the live page over features_logdir(), served by a server that answers the API
+  // as BoardServer does (once per test program).
+  static const DriverRun& live() {
+    if (live_ == nullptr) {
+      LogdirIndex index(features_logdir());
+      index.refresh();
+      const BoardApi api(index);
+      PageServer server(
+          [&](const httplib::Request& req, httplib::Response& res) {
+            std::map<std::string, std::string> query;
+            for (const auto& [name, value] : req.params) query.emplace(name, value);
+            const ApiResponse r = api.handle(req.path, query);
+            res.status = r.status;
+            res.set_content(r.body, r.content_type);
+            if (!r.content_disposition.empty()) {
+              res.set_header("Content-Disposition", r.content_disposition);
+            }
+          },
+          {{"/",
+            {"text/html; charset=utf-8",
+             with_driver(std::string(find_asset("/")->data),
+                         R"(<script type="module" src="driver.js"></script>)")}},
+           {"/driver.js", {"text/javascript; charset=utf-8", kDriver}}});
+      Chromium chromium(work());
+      live_ = new DriverRun(read_driver(dump_dom(chromium, server.url())));
+    }
+    return *live_;
+  }
+
+  // The driver on the report of features_logdir(), opened from disk.
+  static const DriverRun& report() {
+    if (report_ == nullptr) {
+      LogdirIndex index(features_logdir());
+      index.refresh();
+      const fs::path file = work() / "features_report.html";
+      std::ofstream(file) << with_driver(
+          render_report(index, {.title = "features"}),
+          "<script type=\"module\">" + std::string(kDriver) + "</script>");
+      Chromium chromium(work());
+      report_ = new DriverRun(read_driver(dump_dom(chromium, "file://" + file.string())));
+    }
+    return *report_;
+  }
+
+  // The API's own CSV of lab's train/loss.
+  static std::string api_csv() {
+    LogdirIndex index(features_logdir());
+    index.refresh();
+    return BoardApi(index)
+        .handle("/api/scalars", {{"run", "lab"}, {"tag", "train/loss"}, {"format", "csv"}})
+        .body;
+  }
+
+  static inline DriverRun* live_ = nullptr;
+  static inline DriverRun* report_ = nullptr;
+};
+
+using nlohmann::json;
+
+json group(const std::string& name, const std::string& count, std::vector<std::string> tags) {
+  return {{"name", name}, {"count", count}, {"tags", tags}};
+}
+
+TEST_F(BoardViewsTest, TagsAreGroupedByPrefixInFoldingGroupsThatTheFilterApplies) {
+  for (const DriverRun* run : {&live(), &report()}) {
+    const json& r = run->results;
+    ASSERT_TRUE(r.value("done", false)) << r.dump();
+    // Tags without '/' are groups of their own, as in TensorBoard; the hostile tag's group is
+    // its text up to the '/' of "</script>".
+    EXPECT_EQ(r["groups"],
+              json::array({group("<script>window.__pwned='tag'<", "1", {testing::kHostileTag}),
+                           group("accuracy", "1", {"accuracy"}), group("eval", "1", {"eval/acc"}),
+                           group("flat", "2", {"flat/const", "flat/zero"}),
+                           group("loss", "1", {"loss"}), group("spiky", "1", {"spiky"}),
+                           group("train", "2", {"train/acc", "train/loss"})}))
+        << r["groups"].dump(1);
+    EXPECT_EQ(r["filtered"], json::array({group("train", "2", {"train/acc", "train/loss"})}));
+    EXPECT_EQ(r["folded"]["expanded"], "false");
+    EXPECT_EQ(r["folded"]["gridHidden"], true);
+    EXPECT_EQ(r["folded"]["saved"], json::array({std::string("scalars\0train", 13)}));
+    EXPECT_EQ(r["unfolded"], true);
+  }
+}
+
+TEST_F(BoardViewsTest, AConstantSeriesIsDrawnInABandAroundItsValue) {
+  for (const DriverRun* run : {&live(), &report()}) {
+    const json& ranges = run->results["ranges"];
+    ASSERT_TRUE(ranges.is_object()) << run->results.dump();
+    const double zero_lo = ranges["zero"][0], zero_hi = ranges["zero"][1];
+    EXPECT_LT(zero_lo, 0);
+    EXPECT_GT(zero_hi, 0);
+    EXPECT_LE(zero_hi - zero_lo, 2.0) << "not a 0 to 100 axis";
+    const double lo = ranges["constant"][0], hi = ranges["constant"][1];
+    EXPECT_LT(lo, 3.5);
+    EXPECT_GT(hi, 3.5);
+    EXPECT_NEAR(hi - lo, 0.7, 1e-9) << "3.5 ± 10 %";
+  }
+}
+
+TEST_F(BoardViewsTest, IgnoringOutliersScalesToTheFifthToNinetyFifthPercentile) {
+  for (const DriverRun* run : {&live(), &report()}) {
+    const json& ranges = run->results["ranges"];
+    ASSERT_TRUE(ranges.is_object()) << run->results.dump();
+    EXPECT_GE(ranges["spiky"][1].get<double>(), 1000);
+    EXPECT_LT(ranges["spikyIgnoringOutliers"][1].get<double>(), 1.1);
+    EXPECT_GT(ranges["spikyIgnoringOutliers"][0].get<double>(), 0.9);
+  }
+}
+
+TEST_F(BoardViewsTest, TheCsvDownloadIsTensorBoardsCsvOfEveryPoint) {
+  const std::string expected = api_csv();
+  ASSERT_TRUE(
+      expected.starts_with("Wall time,Step,Value\r\n1700000036,1,1\r\n1700000072,2,0.5\r\n"))
+      << expected.substr(0, 80);
+  EXPECT_EQ(std::count(expected.begin(), expected.end(), '\n'), testing::kSteps + 1);
+  const json& live_csv = live().results["csv"];
+  EXPECT_EQ(live_csv["status"], 200);
+  EXPECT_EQ(live_csv["type"], "text/csv; charset=utf-8");
+  EXPECT_EQ(live_csv["download"], "run-lab-tag-train_loss.csv");
+  EXPECT_EQ(live_csv["disposition"],
+            "attachment; filename=\"run-lab-tag-train_loss.csv\"; "
+            "filename*=UTF-8''run-lab-tag-train_loss.csv");
+  EXPECT_EQ(live_csv["body"], expected);
+  // The report has no server: the page writes the same file from the points it holds.
+  const json& report_csv = report().results["csv"];
+  EXPECT_EQ(report_csv["download"], "run-lab-tag-train_loss.csv");
+  EXPECT_EQ(report_csv["type"], "text/csv");
+  EXPECT_EQ(report_csv["body"], expected);
+}
+
+TEST_F(BoardViewsTest, EnlargingAChartWidensItToTheGridAndDrawsItTaller) {
+  const json& e = live().results["enlarge"];
+  ASSERT_TRUE(e.is_object()) << live().results.dump();
+  EXPECT_EQ(e["pressed"], "true");
+  EXPECT_GT(e["after"]["card"]["width"].get<double>(),
+            1.5 * e["before"]["card"]["width"].get<double>());
+  EXPECT_GT(e["after"]["canvas"]["height"].get<double>(),
+            1.5 * e["before"]["canvas"]["height"].get<double>());
+}
+
+TEST_F(BoardViewsTest, TheRunsFilterIsARegularExpression) {
+  const json& f = live().results["runFilter"];
+  EXPECT_EQ(f["listed"], json::array({"lab"}));
+  EXPECT_EQ(f["lossHidden"], true) << "no run of 'loss' matches";
+  EXPECT_EQ(f["trainLossRuns"], json::array({"lab"}));
+}
+
+TEST_F(BoardViewsTest, BrightnessAndContrastSetTheImagesFilter) {
+  const json& f = live().results["imageFilter"];
+  EXPECT_EQ(f["before"], "brightness(1) contrast(1)");
+  EXPECT_EQ(f["after"], "brightness(1.5) contrast(2)");
+}
+
+TEST_F(BoardViewsTest, RunColoursDependOnTheirNamesOnly) {
+  // The test log directory alone, where "eval" is the first run and "train" the second; in the
+  // features one "<img ...>" and "lab" come before or between them.
+  BoardServer server(logdir(), {.host = "127.0.0.1", .port = 0});
+  server.start();
+  Chromium chromium(work());
+  const auto dom = dump_dom(chromium, "http://127.0.0.1:" + std::to_string(server.port()) + "/");
+  const json& colors = live().results["colors"];
+  for (const char* run : {"eval", "train"}) {
+    SCOPED_TRACE(run);
+    const Node* swatch = query(*dom, std::string("#runs [data-run=\"") + run + "\"] .swatch");
+    ASSERT_NE(swatch, nullptr);
+    EXPECT_THAT(swatch->attr("style"), ::testing::HasSubstr(colors.value(run, "?")));
+  }
+  EXPECT_NE(colors.value("eval", ""), colors.value("train", ""));
+}
+
+// Text, run and tag names with markup: Markdown's elements only, the rest as text, nothing run.
+void expect_markdown_and_no_markup(const DriverRun& run) {
+  const json& md = run.results["markdown"];
+  ASSERT_TRUE(md.is_object()) << run.results.dump();
+  EXPECT_EQ(md["elements"],
+            json::array({"a", "code", "div", "em", "h1", "li", "p", "strong", "ul"}));
+  EXPECT_EQ(md["links"], json::array({"https://example.com/"}));
+  const std::string text = md["text"];
+  for (const char* shown : {"<script>window.__pwned = 'script'</script>",
+                            "<img src=x onerror=\"window.__pwned = 'img'\">",
+                            "[a link](javascript:window.__pwned='link')"}) {
+    EXPECT_NE(text.find(shown), std::string::npos) << shown << " in " << text;
+  }
+  EXPECT_TRUE(run.results["pwned"].is_null()) << run.results["pwned"];
+  // Nowhere in the page: no element from the logs' markup.
+  EXPECT_EQ(query(*run.dom, "#text script"), nullptr);
+  EXPECT_EQ(query(*run.dom, "#text img"), nullptr);
+  EXPECT_EQ(query(*run.dom, "#runs img"), nullptr);
+  EXPECT_EQ(query(*run.dom, "#scalars script"), nullptr);
+  const auto runs = query_all(*run.dom, "#runs .run");
+  EXPECT_TRUE(std::any_of(runs.begin(), runs.end(), [](const Node* n) {
+    return n->attr("data-run") == testing::kHostileRun &&
+           n->text_content().find(testing::kHostileRun) != std::string::npos;
+  }));
+  const auto groups = query_all(*run.dom, "#scalars .tag-group .group-name");
+  EXPECT_TRUE(std::any_of(groups.begin(), groups.end(), [](const Node* n) {
+    return n->text_content() == "<script>window.__pwned='tag'<";
+  }));
+}
+
+TEST_F(BoardViewsTest, TextIsMarkdownAndNothingFromTheLogsRunsLive) {
+  expect_markdown_and_no_markup(live());
+}
+
+TEST_F(BoardViewsTest, TextIsMarkdownAndNothingFromTheLogsRunsInTheReport) {
+  expect_markdown_and_no_markup(report());
 }
 
 }  // namespace

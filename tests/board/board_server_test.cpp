@@ -9,11 +9,13 @@
 #include <httplib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <random>
 #include <regex>
+#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -70,9 +72,12 @@ TEST_F(BoardServerTest, ServesThePagesFilesWithTheirContentTypes) {
   auto server = start();
   EXPECT_GT(server->port(), 0);
   auto c = client(*server);
-  std::vector<std::string_view> paths = {"/", "/board.css", "/uPlot.iife.min.js", "/uPlot.min.css",
-                                         "/LICENSE.uPlot.txt"};
-  paths.insert(paths.end(), kPageScripts.begin(), kPageScripts.end());
+  std::vector<std::string_view> paths = {"/", "/board.css", "/uPlot.min.css"};
+  for (const VendoredScript& library : kVendoredScripts) {
+    paths.push_back(library.path);
+    paths.push_back(library.licence);
+  }
+  paths.insert(paths.end(), kPageModules.begin(), kPageModules.end());
   for (const std::string_view path : paths) {
     SCOPED_TRACE(path);
     const Asset* asset = find_asset(path);
@@ -85,23 +90,97 @@ TEST_F(BoardServerTest, ServesThePagesFilesWithTheirContentTypes) {
     EXPECT_EQ(res->body, asset->data);
   }
   EXPECT_THAT(find_asset("/")->content_type, ::testing::StartsWith("text/html"));
-  for (const std::string_view path : kPageScripts) {
-    EXPECT_THAT(find_asset(path)->content_type, ::testing::HasSubstr("javascript")) << path;
+  // Browsers run a module only when it is served as JavaScript.
+  for (const std::string_view path : kPageModules) {
+    EXPECT_EQ(find_asset(path)->content_type, "text/javascript; charset=utf-8") << path;
+  }
+  for (const VendoredScript& library : kVendoredScripts) {
+    EXPECT_EQ(find_asset(library.path)->content_type, "text/javascript; charset=utf-8");
+    EXPECT_THAT(find_asset(library.licence)->data, ::testing::HasSubstr("Copyright"));
   }
   EXPECT_THAT(find_asset("/board.css")->content_type, ::testing::StartsWith("text/css"));
 }
 
-TEST(BoardPageTest, LoadsUPlotAndThenItsScriptsInTheirOrder) {
+TEST(BoardPageTest, LoadsTheLibrariesAndThenItsEntryModule) {
   const std::string_view page = find_asset("/")->data;
   std::vector<std::string> loaded;
-  const std::regex script(R"re(<script src="([^"]*)"></script>)re");
+  const std::regex script(R"re(<script( type="(importmap|module)")?( src="([^"]*)")?>)re");
   for (auto it = std::cregex_iterator(page.data(), page.data() + page.size(), script);
        it != std::cregex_iterator(); ++it) {
-    loaded.push_back("/" + (*it)[1].str());
+    loaded.push_back((*it)[2].matched ? (*it)[2].str() + " /" + (*it)[4].str()
+                                      : "/" + (*it)[4].str());
   }
-  std::vector<std::string> expected = {"/uPlot.iife.min.js"};
-  expected.insert(expected.end(), kPageScripts.begin(), kPageScripts.end());
+  std::vector<std::string> expected;
+  for (const VendoredScript& library : kVendoredScripts) expected.emplace_back(library.path);
+  expected.push_back("importmap /");
+  expected.push_back("module " + std::string(kPageModules.back()));
   EXPECT_EQ(loaded, expected);
+  EXPECT_THAT(
+      std::string(page),
+      ::testing::HasSubstr(R"(<script type="importmap">{"imports": {"board/": "./"}}</script>)"));
+}
+
+// The modules load with no build step: each imports only served modules, by the import map's
+// "board/" names, and stays small enough to read.
+TEST(BoardPageTest, ModulesImportOnlyTheServedModules) {
+  const std::set<std::string_view> served(kPageModules.begin(), kPageModules.end());
+  const std::regex import_from(R"re(\bfrom\s+"([^"]*)")re");
+  const std::regex any_import(R"re(^\s*import\b)re");
+  std::set<std::string> imported;
+  for (const std::string_view path : kPageModules) {
+    SCOPED_TRACE(path);
+    const std::string text(find_asset(path)->data);
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), import_from);
+         it != std::sregex_iterator(); ++it) {
+      const std::string specifier = (*it)[1];
+      ASSERT_TRUE(specifier.starts_with("board/")) << specifier;
+      EXPECT_TRUE(served.contains(specifier.substr(5))) << specifier;
+      imported.insert(specifier.substr(5));
+    }
+    EXPECT_EQ(std::regex_search(text, std::regex(R"(\bimport\s*\()")), false)
+        << "no dynamic imports: the report resolves static ones only";
+    EXPECT_LE(std::count(text.begin(), text.end(), '\n'), 400) << "split it by concern";
+  }
+  // Every module but the entry is imported by another.
+  for (const std::string_view path : kPageModules) {
+    if (path != kPageModules.back()) EXPECT_TRUE(imported.contains(std::string(path))) << path;
+  }
+}
+
+TEST_F(BoardServerTest, DownloadsNameTheirFileWithoutInjectingHeaders) {
+  {
+    EventWriter w(dir_.path() / "exp\"\r\nX-Injected: 1");
+    w.add_scalar("t\r\nSet-Cookie: a=b", 1.5f, 3);
+  }
+  auto server = start();
+  auto c = client(*server);
+  auto res = c.Get("/api/scalars?run=train&tag=loss&format=csv");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(res->get_header_value("Content-Type"), "text/csv; charset=utf-8");
+  EXPECT_EQ(
+      res->get_header_value("Content-Disposition"),
+      "attachment; filename=\"run-train-tag-loss.csv\"; filename*=UTF-8''run-train-tag-loss.csv");
+  EXPECT_TRUE(res->body.starts_with("Wall time,Step,Value\r\n")) << res->body;
+  EXPECT_EQ(std::count(res->body.begin(), res->body.end(), '\n'), 11);
+
+  // A hostile run and tag reach the header percent-encoded, and add no header of their own.
+  RawConnection raw(server->port());
+  raw.send(
+      "GET /api/scalars?run=exp%22%0D%0AX-Injected%3A%201&tag=t%0D%0ASet-Cookie%3A%20a%3Db"
+      "&format=json HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+  const RawResponse r = raw.read_response(std::chrono::seconds(5));
+  EXPECT_EQ(r.status, 200) << r.head;
+  EXPECT_THAT(r.head, ::testing::HasSubstr(
+                          "Content-Disposition: attachment; filename=\"run-exp___X-Injected__1-"
+                          "tag-t__Set-Cookie__a_b.json\"; filename*=UTF-8''run-exp%22%0D%0AX-"
+                          "Injected%3A%201-tag-t%0D%0ASet-Cookie%3A%20a%3Db.json\r\n"));
+  EXPECT_THAT(r.head, ::testing::Not(::testing::HasSubstr("\r\nX-Injected")));
+  EXPECT_THAT(r.head, ::testing::Not(::testing::HasSubstr("\r\nSet-Cookie")));
+  const json rows = json::parse(r.body);
+  ASSERT_EQ(rows.size(), 1u) << r.body;
+  EXPECT_EQ(rows[0][1], 3);
+  EXPECT_EQ(rows[0][2], 1.5);
 }
 
 TEST_F(BoardServerTest, AnswersTheApiWithDecodedParameters) {

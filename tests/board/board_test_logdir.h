@@ -5,6 +5,13 @@
 //                   text "notes" at 3 steps (the last one is kLastNote);
 //   <logdir>/eval:  scalars "loss" and "accuracy" every 10 steps.
 //
+// write_feature_runs(dir) adds what the page's views beyond those are tested on:
+//
+//   <logdir>/lab:      scalars grouped by prefix ("train/loss", "train/acc", "eval/acc"), a
+//                      constant "flat/zero" and "flat/const", "spiky" with one outlier among
+//                      kSteps points; text "notes/md" (kMarkdownNote) at step 5;
+//   <logdir>/<kHostileRun>: a scalar tagged kHostileTag.
+//
 // Values and wall times are deterministic (a fixed seed; a fake clock, one step every
 // kSecondsPerStep seconds from kStartTime), so tests may assert exact numbers.
 //
@@ -37,6 +44,25 @@ inline constexpr const char* kImageTag = "samples/image";
 inline constexpr int64_t kImageSize = 28;
 // Markup in a note must reach the page as text.
 inline constexpr const char* kLastNote = "lr halved to 0.05 <b>not bold</b> & kept";
+
+// Markdown with markup and script in every form a note could carry them: none may run or
+// become an element other than Markdown's own.
+inline constexpr const char* kMarkdownNote =
+    "# Results\n"
+    "\n"
+    "**bold** and *emphasis* and `code`\n"
+    "\n"
+    "- first item\n"
+    "- second item\n"
+    "\n"
+    "<script>window.__pwned = 'script'</script>\n"
+    "\n"
+    "<img src=x onerror=\"window.__pwned = 'img'\">\n"
+    "\n"
+    "[a link](javascript:window.__pwned='link') and [a page](https://example.com/)\n";
+// A run and a tag named like markup, which must reach the page as text.
+inline constexpr const char* kHostileRun = "<img src=x onerror=window.__pwned='run'>";
+inline constexpr const char* kHostileTag = "<script>window.__pwned='tag'</script>";
 
 inline double test_wall_time(int64_t step) {
   return kStartTime + kSecondsPerStep * static_cast<double>(step);
@@ -102,6 +128,29 @@ inline void write_test_logdir(const std::filesystem::path& logdir, int64_t steps
   }
   train.close();
   eval.close();
+}
+
+inline void write_feature_runs(const std::filesystem::path& logdir) {
+  auto clock = std::make_shared<FakeClock>(kStartTime);
+  const summary::EventWriterOptions options{.env = {.clock = clock}};
+  summary::EventWriter lab(logdir / "lab", options);
+  for (int64_t step = 1; step <= kSteps; ++step) {
+    clock->set_wall_seconds(test_wall_time(step));
+    const auto x = static_cast<float>(step);
+    summary::Summary s;
+    s.add_scalar("train/loss", 1.0f / x)
+        .add_scalar("train/acc", x / static_cast<float>(kSteps))
+        .add_scalar("eval/acc", x / static_cast<float>(2 * kSteps))
+        .add_scalar("flat/zero", 0.0f)
+        .add_scalar("flat/const", 3.5f)
+        .add_scalar("spiky", step == 40 ? 1000.0f : 1.0f + 0.01f * static_cast<float>(step % 3));
+    if (step == 5) s.add_text("notes/md", kMarkdownNote);
+    lab.add_summary(std::move(s), step);
+  }
+  lab.close();
+  summary::EventWriter hostile(logdir / kHostileRun, options);
+  hostile.add_scalar(kHostileTag, 1.0f, 1);
+  hostile.close();
 }
 
 }  // namespace trainhooks::board::testing

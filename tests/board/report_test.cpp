@@ -19,7 +19,10 @@
 #include <regex>
 #include <set>
 #include <string>
+#include <string_view>
+#include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "board/assets.h"
@@ -88,46 +91,83 @@ class ReportTest : public ::testing::Test {
   LogdirIndex index_{dir_.path()};
 };
 
+std::set<std::string> addresses_in(std::string_view text) {
+  std::set<std::string> addresses;
+  const std::regex address(R"(https?://[^\s"'`)<>]*)");
+  for (auto it = std::cregex_iterator(text.data(), text.data() + text.size(), address);
+       it != std::cregex_iterator(); ++it) {
+    addresses.insert(it->str());
+  }
+  return addresses;
+}
+
+constexpr std::string_view kJavaScriptData = "data:text/javascript;base64,";
+
 TEST_F(ReportTest, InlinesThePageSoThatNothingIsFetched) {
   const std::string html = render_report(index_);
   EXPECT_TRUE(html.starts_with(std::string(find_asset("/")->data.substr(0, 15))));
-  // No reference to another file is left: no links, no script sources, no URLs.
+  // No reference to another file is left: no links, no script files, no URLs.
   for (const char* reference :
        {"rel=\"stylesheet\"", "src=\"/", "href=\"/", "src=\"http", "href=\"http", "url(http",
-        "@import", "<script src=", R"(src="uPlot.iife.min.js")", R"(href="board.css")",
-        R"(href="uPlot.min.css")"}) {
+        "@import", R"(src="uPlot.iife.min.js")", R"(src="board.js")", R"("board/": "./")",
+        R"(href="board.css")", R"(href="uPlot.min.css")"}) {
     EXPECT_EQ(html.find(reference), std::string::npos) << reference;
   }
-  // The only address is uPlot's home: in its banner comment and as the credits link, which the
-  // page points there in a report (no licence file sits beside it). Neither is loaded.
-  std::set<std::string> addresses;
-  const std::regex address(R"(https?://[^\s"'`)<>]*)");
-  for (auto it = std::sregex_iterator(html.begin(), html.end(), address);
-       it != std::sregex_iterator(); ++it) {
-    addresses.insert(it->str());
+  // The only addresses are the libraries' homes (the credits' links, which the page points there
+  // in a report, as no licence file sits beside it) and those in their licences. None is loaded.
+  std::set<std::string> allowed = {"https://github.com/leeoniya/uPlot",
+                                   "https://github.com/markdown-it/markdown-it",
+                                   "https://github.com/cure53/DOMPurify"};
+  for (const VendoredScript& library : kVendoredScripts) {
+    allowed.merge(addresses_in(find_asset(library.licence)->data));
   }
-  EXPECT_THAT(addresses, ::testing::IsSubsetOf({"https://github.com/leeoniya/uPlot"}));
-  // Each file's text is there (with "</" written "<\/").
-  const auto inlined = [](std::string_view text) {
-    std::string s(text);
-    for (size_t at = s.find("</"); at != std::string::npos; at = s.find("</", at + 3))
-      s.replace(at, 2, "<\\/");
-    return s;
-  };
-  for (const char* path : {"/board.css", "/uPlot.iife.min.js", "/uPlot.min.css"}) {
-    EXPECT_NE(html.find(inlined(find_asset(path)->data)), std::string::npos) << path;
+  EXPECT_THAT(addresses_in(html), ::testing::IsSubsetOf(allowed));
+  for (const char* path : {"/board.css", "/uPlot.min.css"}) {
+    EXPECT_NE(html.find(find_asset(path)->data), std::string::npos) << path;
   }
-  EXPECT_NE(html.find("Copyright (c) 2022 Leon Sorokin"), std::string::npos) << "uPlot's licence";
-  // The page's scripts in their order, after uPlot's and the data, which they use.
-  size_t previous = html.find(kDataStart);
-  EXPECT_LT(html.find(inlined(find_asset("/uPlot.iife.min.js")->data)), previous);
-  for (const std::string_view path : kPageScripts) {
-    SCOPED_TRACE(path);
-    const size_t at = html.find("<script>\n" + inlined(find_asset(path)->data) + "\n</script>");
-    ASSERT_NE(at, std::string::npos);
-    EXPECT_GT(at, previous);
+  // The libraries' scripts, in the page's order, each as a data: URL of its bytes after its
+  // licence (MIT and the others ask for it in every copy).
+  // (Found by hand: std::regex recurses per character, and a source is some 100 KB long.)
+  std::vector<std::string> sources;
+  constexpr std::string_view kOpen = "<script src=\"";
+  for (size_t at = html.find(kOpen); at != std::string::npos; at = html.find(kOpen, at + 1)) {
+    const size_t from = at + kOpen.size();
+    sources.push_back(html.substr(from, html.find('"', from) - from));
+  }
+  ASSERT_EQ(sources.size(), kVendoredScripts.size());
+  size_t previous = 0;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const VendoredScript& library = kVendoredScripts[i];
+    SCOPED_TRACE(library.path);
+    ASSERT_TRUE(sources[i].starts_with(kJavaScriptData));
+    EXPECT_EQ(base64_decode(sources[i].substr(kJavaScriptData.size())),
+              find_asset(library.path)->data);
+    const size_t licence = html.find(fmt::format("<!-- {}'s licence:", library.name));
+    const size_t at = html.find(sources[i]);
+    EXPECT_LT(previous, licence);
+    EXPECT_LT(licence, at);
     previous = at;
   }
+  EXPECT_NE(html.find("Copyright (c) 2022 Leon Sorokin"), std::string::npos) << "uPlot's licence";
+  // The modules: an import map resolving each "board/<file>" to its bytes, then the data, then
+  // the entry module.
+  const size_t map_begin = html.find("<script type=\"importmap\">");
+  ASSERT_NE(map_begin, std::string::npos);
+  EXPECT_GT(map_begin, previous);
+  const size_t map_text = html.find('{', map_begin);
+  const json map = json::parse(html.substr(map_text, html.find("</script>", map_text) - map_text));
+  ASSERT_EQ(map["imports"].size(), kPageModules.size());
+  for (const std::string_view path : kPageModules) {
+    SCOPED_TRACE(path);
+    const std::string url = map["imports"].value("board" + std::string(path), "");
+    ASSERT_TRUE(url.starts_with(kJavaScriptData)) << url.substr(0, 40);
+    EXPECT_EQ(base64_decode(url.substr(kJavaScriptData.size())), find_asset(path)->data);
+  }
+  const size_t data = html.find(kDataStart);
+  const size_t entry = html.find("<script type=\"module\">import \"board/board.js\";</script>");
+  EXPECT_LT(map_begin, data);
+  EXPECT_LT(data, entry);
+  EXPECT_NE(entry, std::string::npos);
 }
 
 TEST_F(ReportTest, HoldsTheResponseToEveryRequestThePageMakesAtFirstLoad) {
@@ -185,7 +225,7 @@ TEST_F(ReportTest, NothingInTheDataCanEndItsScriptEarly) {
   EXPECT_EQ(text.find("<!--"), std::string::npos);
   std::string lower = html;
   std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
-  // Only the closing tags the report wrote: the page's own (if any) and the three scripts'.
+  // Only the closing tags the report wrote: those of the page's scripts and the data's.
   const std::string page(find_asset("/")->data);
   size_t in_page = 0, in_report = 0;
   for (size_t at = page.find("</script"); at != std::string::npos;

@@ -3,7 +3,9 @@
 // endpoints.
 //
 //   GET /api/runs                         runs with their tags, grouped by kind
-//   GET /api/scalars?run=R&tag=T[&max_points=N][&start_step=A&end_step=B]
+//   GET /api/scalars?run=R&tag=T[&max_points=N][&start_step=A&end_step=B][&format=csv|json]
+//                                         format: the series as a file to download, every point
+//                                         in the range (TensorBoard's CSV and JSON)
 //   GET /api/histograms?run=R&tag=T       distribution bands (TensorBoard's compressed percentiles)
 //   GET /api/images?run=R&tag=T           the kept images' steps, sizes and indexes
 //   GET /api/image?run=R&tag=T&index=I    one image's bytes (image/png)
@@ -11,9 +13,9 @@
 //
 // Bad requests get a 4xx with {"error": "<message>"}: 404 for an unknown endpoint, run or tag,
 // 400 for a missing, malformed or out-of-range parameter (max_points above 100000, a start_step
-// after end_step, a run name with a ".." component, a NUL, a backslash or a leading '/': "a..b"
-// is a run like any other). Tags are only looked up, whatever they hold. Responses never name a
-// path outside the log directory.
+// after end_step, a format other than csv or json, a run name with a ".." component, a NUL, a
+// backslash or a leading '/': "a..b" is a run like any other). Tags are only looked up, whatever
+// they hold. Responses never name a path outside the log directory.
 //
 // Thread safety: handle() may be called from several threads at once (the index is).
 #pragma once
@@ -29,6 +31,8 @@ struct ApiResponse {
   int status = 200;
   std::string content_type = "application/json";
   std::string body{};
+  // A download's Content-Disposition header (format=csv or json), empty otherwise.
+  std::string content_disposition{};
 };
 
 class BoardApi {

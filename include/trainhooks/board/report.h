@@ -1,13 +1,14 @@
 // `trainhooks report LOGDIR -o report.html`: the board page with its data and scripts inlined, as
 // one HTML file that opens from disk with no server.
 //
-// The page's stylesheets become <style> elements and its scripts inline <script>s, and before
-// board.js a script sets window.TRAINHOOKS_REPORT = {title, generated, responses, images}:
+// The page's stylesheets become <style> elements and its scripts data: URLs (the libraries'
+// <script src>, the modules' import map), and before the entry module a script sets
+// window.TRAINHOOKS_REPORT = {title, generated, responses, images}:
 // `responses` maps every URL the page requests at first load (/api/runs, then each series of
 // each run, by the canonical URL of docs/tensorboard.md) to BoardApi's answer, scalars
 // downsampled to max_points; `images` maps each /api/image URL to a data: URL. The page answers
-// its requests from there and fetches nothing. "</" in inlined text is written "<\/" so that no
-// data can end its script.
+// its requests from there and fetches nothing. "</" in the inlined data is written "<\/" so that
+// nothing in it can end its script.
 //
 //   th::board::write_report("runs", "report.html", {.title = "exp 12"});
 #pragma once
