@@ -143,7 +143,9 @@ TEST(BoardPageTest, ModulesImportOnlyTheServedModules) {
   }
   // Every module but the entry is imported by another.
   for (const std::string_view path : kPageModules) {
-    if (path != kPageModules.back()) EXPECT_TRUE(imported.contains(std::string(path))) << path;
+    if (path != kPageModules.back()) {
+      EXPECT_TRUE(imported.contains(std::string(path))) << path;
+    }
   }
 }
 
