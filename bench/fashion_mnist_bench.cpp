@@ -18,6 +18,9 @@
 // --ema DECAY (an ExponentialMovingAverage updated after each step) measure what those cost;
 // --accumulate-steps K makes each step K micro-batches of --batch-size (ms_per_step is then per
 // optimizer step: divide by K for the time per batch).
+// --regularize the regularised model (batch norm, dropout 0.25, the random flips as the input's
+// transform, as the example's --regularize on), and --num-workers N / --prefetch P the input
+// working ahead on N threads (InputOptions::num_workers, prefetch).
 // Output: one JSON object on stdout. The hooks are present but idle in the measured steps
 // (their triggers lie beyond them), which is what most steps of a real run are.
 #include <torch/torch.h>
@@ -58,6 +61,9 @@ struct Options {
   std::string precision = "fp32";  // bf16-mixed: the forward passes under CPU autocast (mts)
   double ema = 0;                  // > 0: a moving average of the weights after each step (mts)
   int64_t accumulate_steps = 1;    // micro-batches per step (mts)
+  bool regularize = false;         // batch norm, dropout, random flips (mts)
+  int num_workers = 0;             // threads making the batches ahead (mts)
+  int prefetch = 0;                // batches made ahead; 0: 2 x num_workers (mts)
 };
 
 constexpr double kPeakLearningRate = 2e-3;  // the example's default --lr
@@ -112,11 +118,18 @@ class MonitoredLoop {
   MonitoredLoop(const Options& o, std::shared_ptr<th::InputSource> train_source,
                 std::shared_ptr<th::InputSource> test_source)
       : dir_(std::filesystem::temp_directory_path() /
-             fmt::format("fashion_mnist_bench.{}", ::getpid())) {
+             fmt::format("fashion_mnist_bench.{}", ::getpid())),
+        net_(fashion_mnist::NetOptions{.dropout = o.regularize ? 0.25 : 0.0,
+                                       .batch_norm = o.regularize}) {
     g_.add_module("net", net_);
-    auto train =
-        g_.input("train", std::move(train_source),
-                 {.batch_size = o.batch_size, .shuffle = true, .num_epochs = 0, .drop_last = true});
+    auto train = g_.input("train", std::move(train_source),
+                          {.batch_size = o.batch_size,
+                           .shuffle = true,
+                           .num_epochs = 0,
+                           .drop_last = true,
+                           .prefetch = o.prefetch,
+                           .num_workers = o.num_workers,
+                           .transform = o.regularize ? fashion_mnist::random_flips : nullptr});
     auto test = g_.input("test", std::move(test_source), {.batch_size = 1000});
     fashion_mnist::Net net = net_;
     const th::Node images = train.data(), labels = train.target();
@@ -230,10 +243,10 @@ int run(const Options& o) {
     double total = 0;
     for (double t : times) total += t;
     std::cout << fmt::format(
-        R"({{"program": "trainhooks {}", "keep_freed_memory": {}, "steps": {}, "ms_per_step": {:.3f}, "median_ms_per_step": {:.3f}, "threads": {}, "batch_size": {}}})"
+        R"({{"program": "trainhooks {}", "keep_freed_memory": {}, "steps": {}, "ms_per_step": {:.3f}, "median_ms_per_step": {:.3f}, "threads": {}, "batch_size": {}, "regularize": {}, "num_workers": {}, "prefetch": {}}})"
         "\n",
         o.mode, o.keep_freed_memory, o.steps, 1e3 * total / o.steps, 1e3 * median(times), threads,
-        o.batch_size);
+        o.batch_size, o.regularize, o.num_workers, o.prefetch);
     return 0;
   }
   RawLoop raw(o, train_source);
@@ -289,6 +302,9 @@ int main(int argc, char** argv) {
   app.add_option("--precision", o.precision)->check(CLI::IsMember({"fp32", "bf16-mixed"}));
   app.add_option("--ema", o.ema)->check(CLI::Range(0.0, 1.0));
   app.add_option("--accumulate-steps", o.accumulate_steps)->check(CLI::PositiveNumber);
+  app.add_flag("--regularize", o.regularize);
+  app.add_option("--num-workers", o.num_workers)->check(CLI::Range(0, 64));
+  app.add_option("--prefetch", o.prefetch)->check(CLI::Range(0, 1024));
   CLI11_PARSE(app, argc, argv);
   try {
     return run(o);

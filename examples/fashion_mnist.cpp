@@ -21,6 +21,9 @@
 //   - --ema DECAY: an exponential moving average of the weights (decay warmed up as TF's
 //     num_updates), updated after every step, saved in the checkpoints, and evaluated in place of
 //     the trained weights
+//   - --num-workers N: N threads make the training batches ahead (gather, normalise, the random
+//     flips), --prefetch P of them at most (default 2 x N); the same batches as without, bit for
+//     bit, so neither is part of the plan
 //   - --distributed: data-parallel over the processes torchrun starts (docs/distributed.md), each
 //     on its shard of the training split with a batch of --batch-size, the gradients averaged;
 //     rank 0 plans, evaluates, writes checkpoints and summaries. --global-batch-size G instead
@@ -47,7 +50,7 @@
 //                 [--lr 0.002] [--optimizer adam|sgd] [--warmup-steps 200] [--eval-every N]
 //                 [--accumulate-steps K]
 //                 [--ema DECAY] [--precision fp32|bf16-mixed] [--preempted-exit-code N]
-//                 [--time-limit-exit-code N]
+//                 [--time-limit-exit-code N] [--num-workers N] [--prefetch P]
 //                 [--distributed] ...
 //   torchrun --no_python --redirects 2 --tee 2 --nnodes=1 --nproc_per_node=2
 //            fashion_mnist --distributed --steps 2000     (one command line)
@@ -115,6 +118,8 @@ struct Flags {
   std::string precision = "fp32";
   std::optional<int> preempted_exit_code;  // default: 128 + the signal
   bool distributed = false;
+  int num_workers = 0;  // threads that make the training batches ahead
+  int prefetch = 0;     // 0: 2 x num_workers
 };
 
 using fashion_mnist::Net;
@@ -174,7 +179,9 @@ th::LearningRateSchedule plan_schedule(const Plan& plan, double lr) {
 //   dropout 0.4 + flips                   90.7 %             91.6 %
 //   batch norm + dropout 0.25 + flips     90.7 %             92.1 %, 91.9 %
 //   the same, evaluated with mirrors                         92.2 %
-// "auto" regularises runs of more than 10 epochs.
+// (with the flips drawn in the forward pass from LibTorch's generator; they are now drawn per
+// batch by the input's transform: the same distribution, other draws). "auto" regularises runs
+// of more than 10 epochs.
 constexpr double kRegularizeAfterEpochs = 10;
 constexpr double kDropout = 0.25;
 
@@ -516,13 +523,18 @@ int run(const Flags& f) {
 
   th::Graph g;
   g.add_module("net", net);
+  // The random flips are the input's transform: drawn per batch from its place in the data, on
+  // the workers with --num-workers.
   auto train = g.input("train", train_source,
                        {.batch_size = f.global_batch_size > 0 ? 1 : f.batch_size,
                         .global_batch_size = f.global_batch_size,
                         .shuffle = true,
                         .seed = f.seed,
                         .num_epochs = 0,
-                        .drop_last = true});
+                        .drop_last = true,
+                        .prefetch = f.prefetch,
+                        .num_workers = f.num_workers,
+                        .transform = plan->regularize ? fashion_mnist::random_flips : nullptr});
   // Read whole by the chief's EvaluationHook alone.
   auto test = g.input("test", test_source, {.batch_size = 1000, .shard_across_ranks = false});
 
@@ -531,9 +543,8 @@ int run(const Flags& f) {
   // With --precision bf16-mixed, the model's forward passes under CPU autocast.
   auto in_precision = [bf16](th::OpFn fn) { return bf16 ? th::autocast(std::move(fn)) : fn; };
   auto logits =
-      g.op("logits", in_precision([net, images, flip = plan->regularize](th::Run& r) mutable {
-             return net->forward(flip ? fashion_mnist::random_flip(r[images]) : r[images]);
-           }));
+      g.op("logits",
+           in_precision([net, images](th::Run& r) mutable { return net->forward(r[images]); }));
   auto loss =
       g.op("loss", [=](th::Run& r) { return torch::cross_entropy_loss(r[logits], r[labels]); });
   auto accuracy = g.op("accuracy", [=](th::Run& r) {
@@ -739,6 +750,22 @@ CLI::Validator number_check(bool allow_zero) {
       allow_zero ? "NONNEGATIVE" : "POSITIVE");
 }
 
+// A count from 0 to `max`: `--num-workers 1.5` is refused here rather than in CLI11's conversion.
+CLI::Validator count_check(int max) {
+  return CLI::Validator(
+      [max](std::string& value) -> std::string {
+        if (std::string e = flag_as_value(value); !e.empty()) return e;
+        try {
+          size_t used = 0;
+          const long long x = std::stoll(value, &used);
+          if (used == value.size() && x >= 0 && x <= max) return {};
+        } catch (const std::exception&) {
+        }
+        return fmt::format("must be an integer from 0 to {}, got '{}'", max, value);
+      },
+      "0-" + std::to_string(max));
+}
+
 int main(int argc, char** argv) {
   Flags f;
   const CLI::Validator positive = number_check(false), non_negative = number_check(true);
@@ -829,6 +856,14 @@ int main(int argc, char** argv) {
                  "weights and optimizer state in float32")
       ->check(CLI::IsMember({"fp32", "bf16-mixed"}))
       ->capture_default_str();
+  app.add_option("--num-workers", f.num_workers,
+                 "Threads that make training batches ahead (the same batches as without)")
+      ->check(count_check(64))
+      ->capture_default_str();
+  app.add_option("--prefetch", f.prefetch,
+                 "Training batches made ahead at most (default: 2 x --num-workers; one thread "
+                 "when --num-workers is 0)")
+      ->check(count_check(1024));
   // Not in --help: for trying and testing the re-planning.
   app.add_option("--step-delay-ms", f.step_delay_ms)->check(non_negative)->group("");
   try {

@@ -10,6 +10,8 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
 
+#include <vector>
+
 namespace fashion_mnist {
 
 // conv 1->32 3x3, [batch norm,] ReLU, 2x2 max-pool; conv 32->64 3x3, [batch norm,] ReLU, 2x2
@@ -55,12 +57,14 @@ TORCH_MODULE(Net);
 
 namespace fashion_mnist {
 
-// Training-time augmentation: each image mirrored left-right with probability 1/2 (clothes look
-// alike either way). Draws from LibTorch's generator, which checkpoints save, so a resumed run
-// draws what an uninterrupted one would.
-inline torch::Tensor random_flip(const torch::Tensor& images) {
-  auto flip = torch::rand({images.size(0), 1, 1, 1}) < 0.5;
-  return torch::where(flip, images.flip({3}), images);
+// Training-time augmentation, as the training input's transform (InputOptions::transform): each
+// image mirrored left-right with probability 1/2 (clothes look alike either way). It draws from
+// the generator the input gives each batch, seeded from the batch's place in the data alone, so a
+// batch comes out the same made ahead by worker threads or in the step, and after a restore.
+inline void random_flips(std::vector<torch::Tensor>& batch, at::Generator& generator) {
+  torch::Tensor& images = batch.at(0);
+  auto flip = torch::rand({images.size(0), 1, 1, 1}, generator) < 0.5;
+  images = torch::where(flip, images.flip({3}), images);
 }
 
 }  // namespace fashion_mnist

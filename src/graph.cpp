@@ -181,6 +181,16 @@ InputNodes Graph::input(std::string name, std::shared_ptr<InputSource> source,
         "input '{}': batch_size {} and global_batch_size {} are both set; set one of them", name,
         options.batch_size, options.global_batch_size));
   }
+  if (options.prefetch < 0)
+    throw InvalidArgument(fmt::format("input '{}': invalid prefetch {}", name, options.prefetch));
+  if (options.num_workers < 0) {
+    throw InvalidArgument(
+        fmt::format("input '{}': invalid num_workers {}", name, options.num_workers));
+  }
+  // The values in effect (input.h): two batches ahead per worker, as the DataLoaders of
+  // torch::data (max_jobs) and PyTorch (prefetch_factor); a queue needs a thread to fill it.
+  if (options.num_workers > 0 && options.prefetch == 0) options.prefetch = 2 * options.num_workers;
+  if (options.prefetch > 0 && options.num_workers == 0) options.num_workers = 1;
   auto names = source->component_names();
   if (names.empty())
     throw InvalidArgument(fmt::format("input '{}': the source has no components", name));
@@ -428,6 +438,7 @@ void Graph::set_input_position(Node n, const InputPosition& position) {
   auto& g = state_->inputs[e.input_group];
   g.position = position;
   g.batch_serial = 0;
+  internal::discard_ahead(g);
 }
 
 void Graph::shard_inputs(int64_t num_shards, int64_t index) {
@@ -442,6 +453,7 @@ void Graph::shard_inputs(int64_t num_shards, int64_t index) {
     if (!takes_graph_shard(group)) continue;
     shard_input(group, num_shards, index);
     group.sharded_by_graph = num_shards > 1;
+    internal::discard_ahead(group);
   }
   state_->num_shards = num_shards;
   state_->shard_index = index;
@@ -460,6 +472,7 @@ void Graph::initialize() {
     g.position = {};
     g.batch_serial = 0;
     g.order_epoch = -1;
+    internal::discard_ahead(g);
   }
 }
 

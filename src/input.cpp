@@ -1,5 +1,6 @@
 #include "trainhooks/input.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/tensor.h>
 
@@ -10,6 +11,7 @@
 #include <utility>
 
 #include "input_group.h"
+#include "input_prefetcher.h"
 #include "trainhooks/errors.h"
 
 namespace trainhooks {
@@ -62,70 +64,112 @@ namespace internal {
 
 namespace {
 
-void build_order(InputGroup& g) {
-  auto n = static_cast<int64_t>(g.source->size());
-  g.order.resize(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) g.order[i] = i;
-  if (g.options.shuffle) {
-    // Fisher-Yates with a generator seeded from (seed, epoch) only: the order of any epoch is
-    // reproducible from a saved position, on every platform.
-    std::mt19937_64 rng(g.options.seed * 0x9E3779B97F4A7C15ULL +
-                        static_cast<uint64_t>(g.position.epoch) + 1);
-    for (int64_t i = n - 1; i > 0; --i) {
-      auto j = static_cast<int64_t>(rng() % static_cast<uint64_t>(i + 1));
-      std::swap(g.order[i], g.order[j]);
-    }
-  }
-  g.order_epoch = g.position.epoch;
-}
-
 // The examples of a whole epoch that each shard reads: the same number for every shard, so that
 // the shards' epochs end at the same step (the last size % num_shards examples of each epoch's
 // order are left out, a different few each epoch when shuffled).
-int64_t examples_per_shard(const InputGroup& g) {
-  return static_cast<int64_t>(g.source->size()) / g.options.num_shards;
-}
+int64_t examples_per_shard(int64_t size, const InputOptions& o) { return size / o.num_shards; }
 
 // The examples of this epoch each shard still reads, from the (global) position: what is left of
 // the epoch's order, shared out evenly. After a change in the number of shards that may leave out
 // a few more than size % num_shards at the end of that one epoch (fewer than num_shards).
-int64_t left_per_shard(const InputGroup& g) {
-  const auto size = static_cast<int64_t>(g.source->size());
-  return g.position.offset >= size ? 0 : (size - g.position.offset) / g.options.num_shards;
+int64_t left_per_shard(int64_t size, const InputOptions& o, const InputPosition& p) {
+  return p.offset >= size ? 0 : (size - p.offset) / o.num_shards;
+}
+
+int64_t size_of(const InputGroup& g) { return static_cast<int64_t>(g.source->size()); }
+
+// SplitMix64's finaliser: nearby inputs (consecutive offsets) give unrelated seeds.
+uint64_t mix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ULL;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return x ^ (x >> 31);
 }
 
 }  // namespace
 
-void next_batch(InputGroup& g) {
-  const auto& o = g.options;
-  auto exhausted = [&] { return o.num_epochs > 0 && g.position.epoch >= o.num_epochs; };
+BatchPlace next_place(const std::string& name, int64_t size, const InputOptions& o,
+                      InputPosition& position) {
+  auto exhausted = [&] { return o.num_epochs > 0 && position.epoch >= o.num_epochs; };
   auto epoch_done = [&] {
-    const int64_t left = left_per_shard(g);
+    const int64_t left = left_per_shard(size, o, position);
     return left <= 0 || (o.drop_last && left < o.batch_size);
   };
-  if (examples_per_shard(g) == 0)
+  if (examples_per_shard(size, o) == 0)
     throw OutOfRangeError(
-        fmt::format("End of input '{}': the dataset has no examples for this shard", g.name));
+        fmt::format("End of input '{}': the dataset has no examples for this shard", name));
   if (!exhausted() && epoch_done()) {
-    g.position.epoch += 1;
-    g.position.offset = 0;
+    position.epoch += 1;
+    position.offset = 0;
   }
   if (exhausted() || epoch_done()) {
-    throw OutOfRangeError(
-        fmt::format("End of input '{}' after {} epoch(s)", g.name, g.position.epoch));
+    throw OutOfRangeError(fmt::format("End of input '{}' after {} epoch(s)", name, position.epoch));
   }
-  if (g.order_epoch != g.position.epoch) build_order(g);
-  const int64_t k = std::min(o.batch_size, left_per_shard(g));
-  g.indices.resize(static_cast<size_t>(k));
-  const int64_t* first = g.order.data() + g.position.offset + o.shard_index;
-  for (int64_t i = 0; i < k; ++i) g.indices[i] = first[i * o.num_shards];
-  auto batch = g.source->get_batch(g.indices);
-  if (batch.size() != g.nodes.size()) {
-    throw InternalError(fmt::format("input '{}': the source returned {} components, expected {}",
-                                    g.name, batch.size(), g.nodes.size()));
+  return {.epoch = position.epoch,
+          .offset = position.offset,
+          .size = std::min(o.batch_size, left_per_shard(size, o, position))};
+}
+
+void build_order(const InputOptions& o, int64_t size, int64_t epoch, std::vector<int64_t>& order) {
+  order.resize(static_cast<size_t>(size));
+  for (int64_t i = 0; i < size; ++i) order[i] = i;
+  if (o.shuffle) {
+    // Fisher-Yates with a generator seeded from (seed, epoch) only: the order of any epoch is
+    // reproducible from a saved position, on every platform.
+    std::mt19937_64 rng(o.seed * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(epoch) + 1);
+    for (int64_t i = size - 1; i > 0; --i) {
+      auto j = static_cast<int64_t>(rng() % static_cast<uint64_t>(i + 1));
+      std::swap(order[i], order[j]);
+    }
   }
-  g.batch = std::move(batch);
-  g.position.offset += k * o.num_shards;
+}
+
+void fill_indices(const InputOptions& o, const std::vector<int64_t>& order, const BatchPlace& place,
+                  std::vector<int64_t>& indices) {
+  indices.resize(static_cast<size_t>(place.size));
+  const int64_t* first = order.data() + place.offset + o.shard_index;
+  for (int64_t i = 0; i < place.size; ++i) indices[i] = first[i * o.num_shards];
+}
+
+std::vector<at::Tensor> make_batch(const std::string& name, InputSource& source,
+                                   const InputOptions& o, const BatchPlace& place,
+                                   const std::vector<int64_t>& indices, size_t num_components) {
+  auto batch = source.get_batch(indices);
+  if (o.transform) {
+    // The place of the batch's first example in the epoch's order tells this shard's batch from
+    // every other batch of the epoch, on any shard.
+    const auto first = static_cast<uint64_t>(place.offset + o.shard_index);
+    auto generator = at::make_generator<at::CPUGeneratorImpl>(
+        mix(mix(mix(o.seed) ^ static_cast<uint64_t>(place.epoch)) ^ first));
+    o.transform(batch, generator);
+  }
+  if (batch.size() != num_components) {
+    throw InternalError(fmt::format("input '{}': the {} returned {} components, expected {}", name,
+                                    o.transform ? "source and transform" : "source", batch.size(),
+                                    num_components));
+  }
+  return batch;
+}
+
+void next_batch(InputGroup& g) {
+  const auto& o = g.options;
+  const BatchPlace place = next_place(g.name, size_of(g), o, g.position);
+  if (o.prefetch > 0) {
+    if (!g.prefetcher) g.prefetcher = start_prefetcher(g);
+    g.batch = g.prefetcher->take(place);
+  } else {
+    if (g.order_epoch != place.epoch) {
+      build_order(o, size_of(g), place.epoch, g.order);
+      g.order_epoch = place.epoch;
+    }
+    fill_indices(o, g.order, place, g.indices);
+    g.batch = make_batch(g.name, *g.source, o, place, g.indices, g.nodes.size());
+  }
+  skip(g.position, place, o);
+}
+
+void discard_ahead(InputGroup& g) {
+  if (g.prefetcher) g.prefetcher->restart(g.options, g.position);
 }
 
 std::optional<int64_t> batches_left(const InputGroup& g) {
@@ -135,8 +179,8 @@ std::optional<int64_t> batches_left(const InputGroup& g) {
   auto batches = [&](int64_t examples) {
     return o.drop_last ? examples / o.batch_size : (examples + o.batch_size - 1) / o.batch_size;
   };
-  return batches(left_per_shard(g)) +
-         (o.num_epochs - g.position.epoch - 1) * batches(examples_per_shard(g));
+  return batches(left_per_shard(size_of(g), o, g.position)) +
+         (o.num_epochs - g.position.epoch - 1) * batches(examples_per_shard(size_of(g), o));
 }
 
 }  // namespace internal

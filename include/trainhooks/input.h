@@ -10,11 +10,22 @@
 //   auto logits = g.op("logits", [=](th::Run& r) { return net->forward(r[batch[0]]); });
 //
 // For a torch::data dataset (MNIST, a user's Dataset<...>), see trainhooks/data.h.
+//
+// Working ahead: with `prefetch` and `num_workers`, threads make the next batches (the source's
+// get_batch, then the options' transform) while the graph runs; the runs still read them
+// strictly in order, and each batch depends only on the seed, the epoch and its place in the
+// epoch's order, never on the threads' timing, so a run sees bit for bit the batches it would
+// see without them. The position (input_position, checkpoints) is the runs', never the threads'.
+//
+//   auto batch = g.input("train", source, {.batch_size = 64, .shuffle = true, .num_epochs = 0,
+//                                          .num_workers = 2, .transform = random_flips});
 #pragma once
 
+#include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,6 +43,16 @@ class InputSource {
   // One tensor per component, each with the batch as its first dimension.
   virtual std::vector<at::Tensor> get_batch(const std::vector<int64_t>& indices) = 0;
 };
+
+// Changes a collated batch (one tensor per component; replace or change them, keep their number),
+// e.g. a random augmentation. `generator` is a CPU generator seeded from the input's seed, the
+// epoch and the place of the batch's first example in the epoch's order, and from nothing else:
+// draw every random number from it (`at::rand(sizes, generator)`), never from the global
+// generator, and the batch comes out the same on a worker thread or in the run, and again after a
+// restore. With num_workers > 0 it runs on several threads at once: it must not touch the graph,
+// and whatever it shares must be safe to use concurrently.
+using BatchTransform =
+    std::function<void(std::vector<at::Tensor>& batch, at::Generator& generator)>;
 
 // In-memory tensors that share their first dimension; component i is tensors[i][indices].
 std::shared_ptr<InputSource> tensor_source(std::vector<at::Tensor> tensors,
@@ -58,6 +79,20 @@ struct InputOptions {
   // false: with a process group, every rank reads all of this input (e.g. an evaluation input
   // that only the chief's EvaluationHook reads).
   bool shard_across_ranks = true;
+  // Batches made ahead of the runs that read them, at most `prefetch` at a time (those being
+  // made and those ready), by `num_workers` threads that call the source's get_batch and the
+  // transform, several batches at once. 0 and 0 (the default): each batch is made in the run
+  // that reads it, on the calling thread, with no thread started. num_workers > 0 with prefetch
+  // 0: prefetch 2 x num_workers; prefetch > 0 with num_workers 0: one thread. With more than one
+  // worker the source's get_batch is called concurrently (tensor_source and idx_source allow
+  // that; dataset_source serialises the dataset's get() unless told it is thread-safe). The
+  // threads start at the first batch, begin again at a new position (set_input_position, a
+  // restore, shard_inputs) and stop when the graph is destroyed; a worker's error is thrown by
+  // the run that reads that batch. Graph::input_options() shows the values in effect.
+  int64_t prefetch = 0;
+  int64_t num_workers = 0;
+  // Applied to every batch after get_batch (see BatchTransform); none by default.
+  BatchTransform transform;
 };
 
 // Where an input is: the first `offset` examples of epoch `epoch`'s order (0-based) have been

@@ -189,12 +189,14 @@ TEST_F(FashionMnistExampleTest, AnInterruptedRunContinuesTheSameSchedule) {
   auto r = run_example(with(args(straight, steps)), dir.file("straight.txt"));
   ASSERT_EQ(exit_code(r.status), 0) << read_file(dir.file("straight.txt"));
 
-  // Interrupted by SIGINT once the checkpoint of step 100 exists, then run again.
+  // Interrupted by SIGINT once the checkpoint of step 100 exists, then run again. The interrupted
+  // run makes its batches ahead on two threads (the same batches): they stop with it.
   const std::string resumed = dir.file("resumed");
   int64_t stopped_at = 0;
   {
     auto argv = with(args(resumed, steps));
     argv.insert(argv.begin(), kExample);
+    argv.insert(argv.end(), {"--num-workers", "2"});
     th::testing::ChildProcess child(argv, dir.file("resumed.txt"));
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
     while (std::chrono::steady_clock::now() < deadline && child.running()) {
@@ -343,6 +345,52 @@ TEST_F(FashionMnistExampleTest, GradientAccumulationResumesBitForBitAfterAKill) 
     EXPECT_TRUE(at::equal(x.get_tensor(name), y.get_tensor(name))) << name;
 }
 
+// --num-workers: threads make the training batches ahead, random flips included, and the run is
+// bit for bit the run without them, also when it is killed (SIGKILL) mid-way and resumed, with
+// other values (they are not part of the plan).
+TEST_F(FashionMnistExampleTest, WorkersAheadTrainTheSameAndResumeBitForBitAfterAKill) {
+  const int64_t steps = 300;
+  auto with = [&](const std::string& logdir, std::vector<std::string> ahead) {
+    auto a = args(logdir, steps);
+    for (auto s : {"--save-steps", "50", "--regularize", "on"}) a.push_back(s);
+    a.insert(a.end(), ahead.begin(), ahead.end());
+    return a;
+  };
+  const std::string straight = dir.file("straight");
+  auto r = run_example(with(straight, {}), dir.file("straight.txt"));
+  ASSERT_EQ(exit_code(r.status), 0) << read_file(dir.file("straight.txt"));
+
+  const std::string resumed = dir.file("resumed");
+  {
+    auto argv = with(resumed, {"--num-workers", "2"});
+    argv.insert(argv.begin(), kExample);
+    th::testing::ChildProcess child(argv, dir.file("killed.txt"));
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (std::chrono::steady_clock::now() < deadline && child.running()) {
+      auto state = th::get_checkpoint_state(resumed);
+      if (state && state->model_checkpoint_path.find("ckpt-100") != std::string::npos) break;
+      child.wait(0.01);
+    }
+    child.kill_and_reap();
+  }
+  const int64_t killed_at = th::load_checkpoint(resumed).global_step();
+  ASSERT_GT(killed_at, 0);
+  ASSERT_LT(killed_at, steps) << "the run ended before the kill: make it longer";
+  auto again =
+      run_example(with(resumed, {"--num-workers", "3", "--prefetch", "1"}), dir.file("again.txt"));
+  ASSERT_EQ(exit_code(again.status), 0) << read_file(dir.file("again.txt"));
+  EXPECT_THAT(fmt::format("{}", fmt::join(again.lines, "\n")),
+              HasSubstr(fmt::format("Resumed at step {}", killed_at)));
+
+  auto x = th::load_checkpoint(straight), y = th::load_checkpoint(resumed);
+  EXPECT_EQ(x.global_step(), steps);
+  EXPECT_EQ(y.global_step(), steps);
+  ASSERT_EQ(x.variable_names(), y.variable_names());
+  for (const auto& name : x.variable_names())
+    EXPECT_TRUE(at::equal(x.get_tensor(name), y.get_tensor(name))) << name;
+  EXPECT_EQ(x.input_positions(), y.input_positions());
+}
+
 // --precision bf16-mixed: the forward passes in bfloat16, the checkpoint's variables float32.
 TEST_F(FashionMnistExampleTest, MixedPrecisionTrainsAndCheckpointsFloat32) {
   const std::string logdir = dir.file("run");
@@ -487,6 +535,8 @@ TEST_F(FashionMnistExampleTest, BadFlagsAndMissingDataAreClearErrors) {
   EXPECT_EQ(exit_code(help.status), 0);
   EXPECT_THAT(fmt::format("{}", fmt::join(help.lines, "\n")), HasSubstr("--minutes"));
   EXPECT_THAT(fmt::format("{}", fmt::join(help.lines, "\n")), HasSubstr("--preempted-exit-code"));
+  EXPECT_THAT(fmt::format("{}", fmt::join(help.lines, "\n")), HasSubstr("--num-workers"));
+  EXPECT_THAT(fmt::format("{}", fmt::join(help.lines, "\n")), HasSubstr("--prefetch"));
 }
 
 // Each usage error is one line naming the flag, exit status 2, before any file is written.
@@ -506,6 +556,9 @@ TEST_F(FashionMnistExampleTest, UsageErrorsNameTheFlagAndExitWithTwo) {
       {{"--precision", "fp16"}, "--precision: fp16 not in {fp32,bf16-mixed}"},
       {{"--ema", "-0.5"}, "--ema: must be a number in (0, 1), got '-0.5'"},
       {{"--accumulate-steps", "0"}, "--accumulate-steps: must be a positive number, got '0'"},
+      {{"--num-workers", "-1"}, "--num-workers: must be an integer from 0 to 64, got '-1'"},
+      {{"--num-workers", "1.5"}, "--num-workers: must be an integer from 0 to 64, got '1.5'"},
+      {{"--prefetch", "x"}, "--prefetch: must be an integer from 0 to 1024, got 'x'"},
   };
   int n = 0;
   for (const auto& [flags, text] : cases) {
