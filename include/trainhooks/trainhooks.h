@@ -61,6 +61,8 @@
 #include "trainhooks/stop_policy.h"
 #include "trainhooks/summary/event_reader.h"
 #include "trainhooks/summary/event_writer.h"
+#include "trainhooks/summary/graph_def.h"
+#include "trainhooks/summary/hparams.h"
 #include "trainhooks/summary/summary.h"
 #include "trainhooks/summary_ops.h"
 #include "trainhooks/timer.h"
