@@ -216,7 +216,8 @@ MonitoredTrainingSession::Parts MonitoredTrainingSession::assemble(
     all.push_back(std::make_shared<CheckpointSaverHook>(
         manager, CheckpointSaverHookOptions{.save_secs = r.save_checkpoint_secs,
                                             .save_steps = r.save_checkpoint_steps,
-                                            .async_save = o.checkpoints.async_save}));
+                                            .async_save = o.checkpoints.async_save,
+                                            .graph_summary_dir = r.summary_dir}));
   }
   all.insert(all.end(), o.hooks.begin(), o.hooks.end());
   return parts;

@@ -23,6 +23,7 @@
 #include "trainhooks/errors.h"
 #include "trainhooks/gradient_transforms.h"
 #include "trainhooks/graph.h"
+#include "trainhooks/graph_export.h"
 #include "trainhooks/hook.h"
 #include "trainhooks/hook_services.h"
 #include "trainhooks/hooks/async_checkpoint_writer.h"
