@@ -33,6 +33,7 @@
 #include "trainhooks/hooks/feed_fn_hook.h"
 #include "trainhooks/hooks/final_ops_hook.h"
 #include "trainhooks/hooks/global_step_waiter_hook.h"
+#include "trainhooks/hooks/hparams_hook.h"
 #include "trainhooks/hooks/learning_rate_schedule_hook.h"
 #include "trainhooks/hooks/logging_tensor_hook.h"
 #include "trainhooks/hooks/metrics_logger_hook.h"
