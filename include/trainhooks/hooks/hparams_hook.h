@@ -7,12 +7,11 @@
 //                           "_hparams_/experiment" (the names and types of the values, the
 //                           metrics) and "_hparams_/session_start_info" (the values, group_name,
 //                           model_uri, the start time) at step 0, and flushes
-//   end()                   a clean close: writes "_hparams_/session_end_info" with status
-//                           success at the global step (failure when another thread's error in
-//                           the Coordinator stopped training), and flushes; unless the process received
-//                           SIGTERM or SIGINT (PreemptionHandler::received_signal): a stopped run
-//                           goes on when run again, and TensorBoard keeps the first end status it
-//                           reads, so none is written then (logged)
+//   end()                   a clean close: writes "_hparams_/session_end_info" at the global step
+//                           with status success (failure when another thread's error in the
+//                           Coordinator stopped training), and flushes; after SIGTERM or SIGINT
+//                           (PreemptionHandler::received_signal) none, logged: a stopped run goes
+//                           on when run again, and TensorBoard keeps the first end status it reads
 //   destructor              a session that started and never reached end() (it ended with an
 //                           error, end() being skipped while the error unwinds): writes the end
 //                           with status failure, and flushes
@@ -64,7 +63,7 @@ class HParamsHook : public SessionRunHook {
   std::shared_ptr<summary::EventWriter> writer_;
   bool started_ = false;
   bool ended_ = false;
-  int64_t last_step_ = 0;  // the global step at the start, for a failure's end
+  int64_t last_step_ = 0;         // the global step at the start, for a failure's end
   Coordinator* coord_ = nullptr;  // the current session's
 };
 
