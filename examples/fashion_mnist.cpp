@@ -668,16 +668,44 @@ int run(const Flags& f) {
     }
   }
 
+  // The flags that shape the run, for TensorBoard's HParams dashboard and `trainhooks events`:
+  // as the plan has them, so that a resumed run declares what it continues.
+  using th::summary::MetricDataset;
+  th::summary::HParams hparams{
+      .values = {{"optimizer", f.optimizer},
+                 {"lr", f.lr},
+                 {"batch_size",
+                  plan->global_batch_size > 0 ? plan->global_batch_size : plan->batch_size},
+                 {"regularize", plan->regularize},
+                 {"steps", plan->total_steps},
+                 {"warmup_steps", plan->warmup_steps},
+                 {"ema", plan->ema},
+                 {"precision", f.precision}},
+      .metrics = {
+          {.tag = "accuracy",
+           .group = "eval",
+           .display_name = "test accuracy",
+           .dataset = MetricDataset::kValidation},
+          {.tag = "loss",
+           .group = "eval",
+           .display_name = "test loss",
+           .dataset = MetricDataset::kValidation},
+          {.tag = "loss", .display_name = "training loss", .dataset = MetricDataset::kTraining}}};
+
+  th::MonitoredTrainingSessionOptions options{
+      .checkpoint_dir = f.logdir,
+      .hooks = hooks,
+      .chief_only_hooks = chief_only_hooks,
+      .checkpoints = {.save_secs = f.save_steps ? std::nullopt : std::optional<double>(60),
+                      .save_steps =
+                          f.save_steps ? std::optional<int64_t>(f.save_steps) : std::nullopt},
+      .summaries = {.save_steps = f.summary_steps, .log_step_count_steps = 1000},
+      .distributed = {.process_group = pg}};
+  // Assigned, not in the initializer: GCC 12 then warns (maybe-uninitialized) about the
+  // temporary's checkpoints.manager.keep_best, which the initializer leaves out.
+  options.hparams = std::move(hparams);
   auto start = std::chrono::steady_clock::now();
-  th::MonitoredTrainingSession sess(
-      g, {.checkpoint_dir = f.logdir,
-          .hooks = hooks,
-          .chief_only_hooks = chief_only_hooks,
-          .checkpoints = {.save_secs = f.save_steps ? std::nullopt : std::optional<double>(60),
-                          .save_steps =
-                              f.save_steps ? std::optional<int64_t>(f.save_steps) : std::nullopt},
-          .summaries = {.save_steps = f.summary_steps, .log_step_count_steps = 1000},
-          .distributed = {.process_group = pg}});
+  th::MonitoredTrainingSession sess(g, std::move(options));
   const int64_t first_step = g.global_step_value();
   if (first_step > 0 && chief) std::cout << fmt::format("Resumed at step {}\n", first_step);
   while (!sess.should_stop()) sess.run(step_op);

@@ -7,6 +7,8 @@ PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config make git
   libtorch-dev libgloo-dev python3 python3-torch
   protobuf-compiler libprotobuf-dev
+  # the tests' independent decoder of event files (graph events, HParams summaries)
+  python3-protobuf
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev
   libpng-dev zlib1g-dev libisal-dev

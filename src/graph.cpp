@@ -401,6 +401,20 @@ Node Graph::train_op_loss(Node n) const {
   return state_->train_ops[e.train_index].loss;
 }
 
+std::vector<Node> Graph::train_op_variables(Node n) const {
+  const auto& e = entry_of_kind(*state_, n, NodeKind::kTrainOp, "train_op_variables");
+  return state_->train_ops[e.train_index].vars;
+}
+
+const NodeTrace* Graph::trace(Node n) const {
+  entry_of(*state_, n);
+  const auto i = static_cast<size_t>(n.index);
+  if (i >= state_->traces.size() || !state_->traces[i]) return nullptr;
+  return &*state_->traces[i];
+}
+
+void Graph::clear_traces() { state_->traces.clear(); }
+
 std::span<const GradientTransform> Graph::gradient_transforms(Node n) const {
   const auto& e = entry_of_kind(*state_, n, NodeKind::kTrainOp, "gradient_transforms");
   const auto& op = state_->train_ops[e.train_index];

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <typeindex>
 #include <vector>
@@ -44,6 +45,8 @@ struct GraphState {
   std::map<std::type_index, std::shared_ptr<void>> extensions;
   // Incremented at the start of every run of any session on this graph.
   uint64_t run_serial = 0;
+  // By node index: what recording runs saw (Session::record_trace); sized by the first one.
+  std::vector<std::optional<NodeTrace>> traces;
 };
 
 }  // namespace trainhooks::internal

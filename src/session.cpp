@@ -7,8 +7,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <optional>
 
+#include "autograd_leaves.h"
 #include "graph_internal.h"
 #include "tensor_format.h"
 #include "train_op.h"
@@ -107,6 +109,11 @@ struct Session::Scratch {
   // The global step when the run began: what fetching the global step gives in this run, before
   // a train op's increment (TF's hooks see 0 in the first step).
   int64_t global_step_at_start = 0;
+  // record_trace(): asked for, and this run records. `reading`: the nodes being evaluated,
+  // innermost last (the reader of the next read).
+  bool record_requested = false;
+  bool recording = false;
+  std::vector<int32_t> reading;
 };
 
 namespace {
@@ -164,6 +171,15 @@ RunResults Session::run(const Fetches& fetches, FeedsView feeds, const RunOption
     s.slots.assign(n, Slot{});
     slots_ = s.slots.data();
     num_slots_ = n;
+    num_nodes_ = n;
+    s.recording = s.record_requested;
+    if (s.recording) {
+      // Every read of this run then misses evaluate()'s bounds and reaches evaluate_slow(), which
+      // records it; and the next run comes here again.
+      num_slots_ = 0;
+      s.reading.clear();
+      gs.traces.resize(n);
+    }
   }
   ++run_id_;
   ++gs.run_serial;
@@ -343,17 +359,97 @@ const at::Tensor& Session::evaluate(Node node) {
     if (slot.value) [[likely]]
       return *slot.value;  // this run's, or a variable's
   }
-  evaluate_failed(node);
+  return evaluate_slow(node);
 }
 
-void Session::evaluate_failed(Node node) {
-  if (node.index < 0 || static_cast<size_t>(node.index) >= num_slots_) {
+const at::Tensor& Session::evaluate_slow(Node node) {
+  if (node.index < 0 || static_cast<size_t>(node.index) >= num_nodes_) {
     throw InvalidArgument(
-        fmt::format("Invalid node handle {} (the graph has {} nodes)", node.index, num_slots_));
+        fmt::format("Invalid node handle {} (the graph has {} nodes)", node.index, num_nodes_));
   }
+  const auto i = static_cast<size_t>(node.index);
+  if (scratch_->recording) return evaluate_recorded(i);
   scratch_->error_path.assign(1, node.index);
   throw InvalidArgument(fmt::format("Cycle detected: node '{}' depends on itself",
                                     GraphInternal::state(*graph_).nodes[node.index].name));
+}
+
+void Session::record_trace(bool on) {
+  scratch_->record_requested = on;
+  num_slots_ = 0;  // the next begin_run() looks at the request
+}
+
+bool Session::recording_trace() const { return scratch_->record_requested; }
+
+namespace {
+
+NodeTrace& trace_of(internal::GraphState& gs, size_t i) {
+  auto& trace = gs.traces[i];
+  if (!trace) trace.emplace();
+  return *trace;
+}
+
+void add_input(NodeTrace& trace, int32_t input) {
+  for (Node n : trace.inputs)
+    if (n.index == input) return;
+  trace.inputs.push_back(Node{input});
+}
+
+void note_value(NodeTrace& trace, const at::Tensor& value) {
+  if (!value.defined()) return;
+  trace.dtype = value.scalar_type();
+  trace.shape.assign(value.sizes().begin(), value.sizes().end());
+  trace.device = value.device().str();
+}
+
+}  // namespace
+
+// A read of a recording run: evaluate() as usual, noting who read what and what it gave.
+const at::Tensor& Session::evaluate_recorded(size_t i) {
+  auto& s = *scratch_;
+  auto& gs = GraphInternal::state(*graph_);
+  const auto index = static_cast<int32_t>(i);
+  if (!s.reading.empty()) add_input(trace_of(gs, static_cast<size_t>(s.reading.back())), index);
+  NodeTrace& trace = trace_of(gs, i);
+  const Slot& slot = slots_[i];
+  if (slot.stamp >= run_id_) {
+    if (!slot.value) {  // being evaluated: a cycle
+      s.error_path.assign(1, index);
+      throw InvalidArgument(
+          fmt::format("Cycle detected: node '{}' depends on itself", gs.nodes[i].name));
+    }
+    note_value(trace, *slot.value);
+    return *slot.value;
+  }
+  s.reading.push_back(index);
+  const at::Tensor* value = nullptr;
+  try {
+    value = &evaluate_node(i);
+  } catch (...) {
+    s.reading.pop_back();
+    throw;
+  }
+  s.reading.pop_back();
+  note_value(trace, *value);  // traces is sized once per run: `trace` is still valid
+  if (gs.nodes[i].kind == NodeKind::kOp && value->defined() && value->grad_fn()) {
+    // The variables the op used without reading them through the Run (a module's parameters in
+    // its forward): those its value's autograd graph reaches before reaching an input's.
+    std::vector<const at::Tensor*> stop;
+    for (Node n : trace.inputs) {
+      const Slot& in = slots_[n.index];
+      if (in.value && (in.stamp == run_id_ || in.stamp == Slot::kAlways)) stop.push_back(in.value);
+    }
+    const std::vector<const c10::TensorImpl*> leaves = internal::autograd_leaves(*value, stop);
+    // In graph order, not the walk's: the same model gives the same inputs.
+    for (size_t v = 0; v < gs.nodes.size(); ++v) {
+      const NodeEntry& e = gs.nodes[v];
+      if (e.kind == NodeKind::kVariable &&
+          std::find(leaves.begin(), leaves.end(), e.value.unsafeGetTensorImpl()) != leaves.end()) {
+        add_input(trace, static_cast<int32_t>(v));
+      }
+    }
+  }
+  return *value;
 }
 
 // Out of line: the try block and the tracing keep the lookup above small.
@@ -388,7 +484,7 @@ const at::Tensor& Session::evaluate_node(size_t i) {
         Run run(this);
         value = e.fn(run);
         // Adding nodes moves the graph's nodes, which the slots point into (variables).
-        if (gs.nodes.size() != num_slots_) {
+        if (gs.nodes.size() != num_nodes_) {
           throw FailedPreconditionError(fmt::format(
               "Op '{}' added nodes to the graph during a run: build the graph before running it",
               gs.nodes[i].name));

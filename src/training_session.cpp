@@ -15,6 +15,7 @@
 #include "trainhooks/errors.h"
 #include "trainhooks/graph.h"
 #include "trainhooks/hooks/checkpoint_saver_hook.h"
+#include "trainhooks/hooks/hparams_hook.h"
 #include "trainhooks/hooks/preemption_hook.h"
 #include "trainhooks/hooks/step_counter_hook.h"
 #include "trainhooks/hooks/summary_saver_hook.h"
@@ -70,6 +71,13 @@ void validate(const MonitoredTrainingSessionOptions& o) {
   if (s.save_secs && !(*s.save_secs >= 0)) {
     throw InvalidArgument(fmt::format("Invalid summaries.save_secs: {}", *s.save_secs));
   }
+  if (!o.hparams.empty()) {
+    if (o.summary_dir.empty() && o.checkpoint_dir.empty()) {
+      throw InvalidArgument(
+          "MonitoredTrainingSession: hparams were given without summary_dir or checkpoint_dir");
+    }
+    summary::validate_hparams(o.hparams);
+  }
 }
 
 bool is_preemption_hook(const std::shared_ptr<SessionRunHook>& h) {
@@ -102,6 +110,7 @@ ResolvedTrainingOptions resolve_training_options(const MonitoredTrainingSessionO
       if (steps > 0) r.save_summaries_steps = steps;
     }
   }
+  r.write_hparams = !o.hparams.empty() && !r.summary_dir.empty();
   if (!o.checkpoint_dir.empty()) {
     if (o.checkpoints.save_steps) {
       if (*o.checkpoints.save_steps > 0) r.save_checkpoint_steps = o.checkpoints.save_steps;
@@ -216,7 +225,14 @@ MonitoredTrainingSession::Parts MonitoredTrainingSession::assemble(
     all.push_back(std::make_shared<CheckpointSaverHook>(
         manager, CheckpointSaverHookOptions{.save_secs = r.save_checkpoint_secs,
                                             .save_steps = r.save_checkpoint_steps,
-                                            .async_save = o.checkpoints.async_save}));
+                                            .async_save = o.checkpoints.async_save,
+                                            .graph_summary_dir = r.summary_dir}));
+  }
+  if (r.write_hparams) {
+    summary::HParams hparams = o.hparams;
+    if (hparams.model_uri.empty()) hparams.model_uri = r.checkpoint_dir;
+    all.push_back(std::make_shared<HParamsHook>(
+        HParamsHookOptions{.hparams = std::move(hparams), .output_dir = r.summary_dir}));
   }
   all.insert(all.end(), o.hooks.begin(), o.hooks.end());
   return parts;

@@ -1,4 +1,5 @@
 // The `trainhooks` command-line tool: `trainhooks checkpoint ...`, `trainhooks events ...`,
+// `trainhooks graph PATH` (a run's graph as text),
 // `trainhooks board LOGDIR` (the live dashboard) and `trainhooks report LOGDIR -o FILE`.
 //
 // Exit statuses (docs/guide.md): 0 success; 1 an error, or a check that found a problem
@@ -15,6 +16,7 @@
 #include "board_command.h"
 #include "checkpoint_command.h"
 #include "events_command.h"
+#include "graph_command.h"
 
 namespace {
 
@@ -74,6 +76,7 @@ int run(int argc, char** argv) {
   app.require_subcommand(1);
   trainhooks::add_checkpoint_command(app);
   trainhooks::add_events_command(app);
+  trainhooks::add_graph_command(app);
   trainhooks::add_board_commands(app);
 
   const Selection selection = select(app, argc, argv);

@@ -100,6 +100,21 @@ struct MinimizeOptions {
 
 using OpFn = std::function<at::Tensor(Run&)>;
 
+// What recording runs (Session::record_trace) saw of a node: its edges and its value's type.
+// Ops read other nodes inside their closures, so a node's inputs are known only once a recording
+// run has evaluated it.
+struct NodeTrace {
+  // The nodes it read, in the order of their first read: through the Run (`r[x]`), a train op's
+  // loss, and the variables its value's autograd graph reaches directly, before any input's
+  // value (a module's parameters used in the op's forward pass). Union over recording runs.
+  std::vector<Node> inputs;
+  // Its value in the last recording run that evaluated or read it (unset for an undefined value,
+  // a train op's): dtype, sizes, device ("cpu", "cuda:0").
+  std::optional<c10::ScalarType> dtype;
+  std::vector<int64_t> shape;
+  std::string device;
+};
+
 // State that checkpoints save beside the variables (a hook's counters, a timer). Registered with
 // Graph::register_state under a unique key; the bytes are the provider's own encoding.
 class StateProvider {
@@ -209,6 +224,8 @@ class Graph {
   // The name of the train op's optimizer factory ("sgd", "adam", ...), for messages.
   const std::string& optimizer_name(Node train_op) const;
   Node train_op_loss(Node train_op) const;
+  // The variables the train op updates, in its optimizer's order.
+  std::vector<Node> train_op_variables(Node train_op) const;
   // The train op's MinimizeOptions::gradient_transforms, in order (clip_global_norm's is not
   // among them): what MonitoredTrainingSession inspects to check that a data-parallel train op
   // averages its gradients (distributed/data_parallel.h).
@@ -240,6 +257,11 @@ class Graph {
 
   void finalize();
   bool finalized() const;
+
+  // What recording runs saw of `node` (NodeTrace), or null when none evaluated or read it.
+  const NodeTrace* trace(Node node) const;
+  // Forgets every trace.
+  void clear_traces();
 
   // Extra training state saved in checkpoints. The provider must outlive its registration
   // (StateRegistration ends it with an object's lifetime); AlreadyExistsError for a key in use.

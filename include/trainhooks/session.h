@@ -13,6 +13,14 @@
 //
 // Gradients are recorded only in runs that fetch a train op; other runs evaluate under
 // no-grad. A fetched variable is a copy taken when it was evaluated (ops read the live tensor).
+//
+// record_trace(true) makes the following runs also record what they evaluate into the graph
+// (Graph::trace): which nodes each node read and the dtype, shape and device of its value, so
+// that the graph can be exported with its edges (graph_export.h). Ops read their inputs through
+// closures, so the edges are only known once a run has evaluated them. A recording run costs
+// more than a plain one; a plain run costs nothing for the feature (the check is on a branch every
+// run already takes when the graph has grown). Off by default; CheckpointSaverHook records one
+// run per session.
 // Not thread-safe: one run at a time.
 #pragma once
 
@@ -135,6 +143,11 @@ class Session {
   // Runs completed or attempted by this session.
   uint64_t run_count() const { return run_id_; }
 
+  // From the next run on, until called with false: record each run's evaluation into the graph's
+  // traces (Graph::trace), adding to what earlier recording runs found.
+  void record_trace(bool on);
+  bool recording_trace() const;
+
  private:
   friend class Run;
   struct Scratch;
@@ -142,7 +155,9 @@ class Session {
   // A node's value in this run: the memo, the feed or the live variable, else evaluate_node().
   const at::Tensor& evaluate(Node node);
   const at::Tensor& evaluate_node(size_t i);
-  [[noreturn]] void evaluate_failed(Node node);  // an invalid handle or a cycle
+  // What evaluate() does not handle: an invalid handle, a cycle, or any read of a recording run.
+  const at::Tensor& evaluate_slow(Node node);
+  const at::Tensor& evaluate_recorded(size_t i);
   // A train op with MinimizeOptions::accumulate_steps > 1 (node index i).
   void run_accumulating_train_step(size_t i);
   void begin_run(FeedsView feeds, const RunOptions& options, RunMetadata* metadata);
@@ -154,7 +169,10 @@ class Session {
   uint64_t run_id_ = 0;
   // One per graph node (scratch_->slots), read on every evaluation without going through scratch_.
   Slot* slots_ = nullptr;
+  // 0 during a recording run, so that evaluate() sends every read to evaluate_slow() (and the next
+  // run's begin_run() sees a new size and looks at the recording again).
   size_t num_slots_ = 0;
+  size_t num_nodes_ = 0;  // the graph's size at the start of the run
   std::unique_ptr<Scratch> scratch_;
   // The last fetch list by name and what it resolved to (resolve_fetches).
   std::vector<std::string> resolved_names_;

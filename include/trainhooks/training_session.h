@@ -3,7 +3,9 @@
 //
 // The chief (is_chief, the default; rank 0 of a process_group) restores the newest checkpoint of
 // checkpoint_dir at creation and after every recovery, and runs, in TF's order: chief_only_hooks,
-// StepCounterHook, SummarySaverHook, CheckpointSaverHook, then `hooks`. A worker restores nothing
+// StepCounterHook, SummarySaverHook, CheckpointSaverHook (which also writes the graph:
+// graph.pbtxt and a graph event, after the first run), an HParamsHook when hparams are declared,
+// then `hooks`. A worker restores nothing
 // and runs only `hooks`. Both put a PreemptionHook first unless handle_preemption_signals is false.
 // Which default hooks run, and with which periods, is decided once by
 // resolve_training_options(), which a program can call to see what it gets.
@@ -30,6 +32,7 @@
 #include "trainhooks/monitored_session.h"
 #include "trainhooks/recovery_options.h"
 #include "trainhooks/stop_policy.h"
+#include "trainhooks/summary/hparams.h"
 
 namespace trainhooks {
 
@@ -83,6 +86,14 @@ struct MonitoredTrainingSessionOptions {
     int64_t log_step_count_steps = 100;
   } summaries;
 
+  // The run's hyperparameters and the metrics to compare runs by (summary/hparams.h), for
+  // TensorBoard's HParams dashboard: the chief's HParamsHook (hooks/hparams_hook.h) writes them
+  // to summary_dir at the start and the run's status at the end. Empty: none. model_uri defaults
+  // to checkpoint_dir. Given without a summary_dir or checkpoint_dir: InvalidArgument.
+  //   .hparams = {.values = {{"optimizer", "adam"}, {"lr", 2e-3}},
+  //               .metrics = {{.tag = "accuracy", .group = "eval"}}}
+  summary::HParams hparams;
+
   // Recovery from a lost session (monitored_session.h). Off with a group of several ranks.
   RecoveryOptions recovery;
 
@@ -132,6 +143,8 @@ struct ResolvedTrainingOptions {
   std::optional<double> save_checkpoint_secs;
   // A PreemptionHook is put first.
   bool add_preemption_hook = false;
+  // An HParamsHook writes the options' hparams to summary_dir (chief, with hparams).
+  bool write_hparams = false;
 };
 ResolvedTrainingOptions resolve_training_options(const MonitoredTrainingSessionOptions& options);
 

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <optional>
 #include <typeinfo>
 #include <utility>
@@ -14,8 +16,10 @@
 #include "trainhooks/coordinator.h"
 #include "trainhooks/errors.h"
 #include "trainhooks/graph.h"
+#include "trainhooks/graph_export.h"
 #include "trainhooks/hook_services.h"
 #include "trainhooks/summary/event_writer.h"
+#include "util/atomic_file.h"
 #include "util/path.h"
 
 namespace trainhooks {
@@ -133,6 +137,17 @@ void CheckpointSaverHook::begin() {
     throw FileError(fmt::format("CheckpointSaverHook: cannot open the event file in '{}': {}",
                                 checkpoint_dir_, e.what()));
   }
+  graph_writer_.reset();
+  if (options_.save_graph_def && !options_.graph_summary_dir.empty() &&
+      !internal::same_path(options_.graph_summary_dir, checkpoint_dir_)) {
+    try {
+      graph_writer_ = summary::EventWriter::for_logdir(options_.graph_summary_dir);
+    } catch (const std::exception& e) {
+      throw FileError(fmt::format("CheckpointSaverHook: cannot open the event file in '{}': {}",
+                                  options_.graph_summary_dir, e.what()));
+    }
+  }
+  graph_pending_ = graph_written_ = false;
   reset_timer(timer_);
   for (auto& l : options_.listeners) l->begin();
 }
@@ -140,6 +155,11 @@ void CheckpointSaverHook::begin() {
 void CheckpointSaverHook::after_create_session(Session& session, Coordinator& coord) {
   if (options_.async_save && !async_) {
     async_ = std::make_unique<AsyncCheckpointWriter>(manager_, coord, "CheckpointSaverHook writer");
+  }
+  if (options_.save_graph_def && !graph_written_) {
+    // Recorded by the next run, written in after_run(): the edges are known once ops have run.
+    session.record_trace(true);
+    graph_pending_ = true;
   }
   // The checkpoint saved here is the state at the current global step.
   const int64_t step = session.global_step();
@@ -149,6 +169,8 @@ void CheckpointSaverHook::after_create_session(Session& session, Coordinator& co
 }
 
 void CheckpointSaverHook::after_run(SessionRunContext& ctx, const SessionRunValues&) {
+  if (graph_pending_) [[unlikely]]
+    write_graph(ctx.session());
   if (async_ && report_write(ctx.session(), /*wait=*/false)) ctx.request_stop();
   const int64_t step = ctx.session().global_step();
   if (!timer_.should_trigger_for_step(step)) return;
@@ -157,6 +179,8 @@ void CheckpointSaverHook::after_run(SessionRunContext& ctx, const SessionRunValu
 }
 
 void CheckpointSaverHook::end(Session& session) {
+  // A session that ran no step: the graph without the edges a run would have shown.
+  if (graph_pending_) write_graph(session);
   const int64_t last_step = session.global_step();
   std::exception_ptr error;
   if (async_) {
@@ -180,6 +204,23 @@ void CheckpointSaverHook::end(Session& session) {
   for (auto& l : options_.listeners) l->end(session, last_step);
   if (writer_) writer_->flush();
   if (error) std::rethrow_exception(error);
+}
+
+void CheckpointSaverHook::write_graph(Session& session) {
+  session.record_trace(false);
+  graph_pending_ = false;
+  graph_written_ = true;
+  const summary::GraphDef graph = graph_def(session.graph());
+  const std::string text = summary::to_text(graph);
+  const std::string path = (fs::path(checkpoint_dir_) / "graph.pbtxt").string();
+  {
+    std::ifstream in(path, std::ios::binary);
+    // The graph a run of the same model wrote before (a resume): TensorBoard has it already.
+    if (in && std::string(std::istreambuf_iterator<char>(in), {}) == text) return;
+  }
+  internal::write_file_atomically(path, text);
+  writer_->add_graph(graph);
+  if (graph_writer_) graph_writer_->add_graph(graph);
 }
 
 bool CheckpointSaverHook::report_write(Session& session, bool wait) {

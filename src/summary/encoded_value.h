@@ -9,8 +9,9 @@
 
 namespace trainhooks::summary {
 
-// The plugins this library writes for; each has fixed metadata bytes.
-enum class Plugin : uint8_t { kScalars, kHistograms, kImages, kText };
+// The plugins this library writes for; each has fixed metadata bytes, except hparams, whose
+// values carry their own.
+enum class Plugin : uint8_t { kScalars, kHistograms, kImages, kText, kHParams };
 
 struct EncodedValue {
   std::string tag{};
@@ -19,6 +20,9 @@ struct EncodedValue {
   // their oneof field (key, length and message: image = 4, histo = 5, tensor = 8).
   float simple_value = 0;
   std::string body{};
+  // A serialized SummaryMetadata of this value alone, written with every occurrence of the tag,
+  // not only its first: the HParams plugin's data is in its metadata. Empty: the plugin's.
+  std::string metadata{};
 };
 
 }  // namespace trainhooks::summary

@@ -11,8 +11,8 @@ namespace trainhooks::summary {
 namespace {
 
 // Field numbers of the envelope messages.
-constexpr uint32_t kEventWallTime = 1, kEventStep = 2, kEventFileVersion = 3, kEventSummary = 5,
-                   kEventSessionLog = 7;
+constexpr uint32_t kEventWallTime = 1, kEventStep = 2, kEventFileVersion = 3, kEventGraphDef = 4,
+                   kEventSummary = 5, kEventSessionLog = 7;
 constexpr uint32_t kSummaryValue = 1;
 constexpr uint32_t kValueTag = 1, kValueSimpleValue = 2, kValueMetadata = 9;
 
@@ -42,6 +42,8 @@ std::string build_metadata(Plugin plugin) {
     case Plugin::kImages:
       metadata.set_data_class(proto::DATA_CLASS_BLOB_SEQUENCE);
       break;
+    case Plugin::kHParams:  // TensorBoard's hparams summaries set no data class
+      break;
   }
   return metadata.SerializeAsString();
 }
@@ -58,21 +60,36 @@ const char* plugin_name(Plugin plugin) {
       return "images";
     case Plugin::kText:
       return "text";
+    case Plugin::kHParams:
+      return "hparams";
   }
   return "";
 }
 
 const std::string& plugin_metadata(Plugin plugin) {
-  static const std::array<std::string, 4> all = {
+  static const std::array<std::string, 5> all = {
       build_metadata(Plugin::kScalars), build_metadata(Plugin::kHistograms),
-      build_metadata(Plugin::kImages), build_metadata(Plugin::kText)};
+      build_metadata(Plugin::kImages), build_metadata(Plugin::kText),
+      build_metadata(Plugin::kHParams)};
   return all[static_cast<size_t>(plugin)];
 }
+
+namespace {
+
+// The value's own metadata on every occurrence, else the plugin's on a tag's first.
+const std::string* metadata_of(const EncodedValue& value, bool with_metadata) {
+  if (!value.metadata.empty()) return &value.metadata;
+  return with_metadata ? &plugin_metadata(value.plugin) : nullptr;
+}
+
+}  // namespace
 
 size_t value_size(const EncodedValue& value, bool with_metadata) {
   size_t size = value.tag.empty() ? 0 : wire::delimited_size(value.tag.size());
   size += value.body.empty() ? 1 + 4 : value.body.size();
-  if (with_metadata) size += wire::delimited_size(plugin_metadata(value.plugin).size());
+  if (const std::string* metadata = metadata_of(value, with_metadata)) {
+    size += wire::delimited_size(metadata->size());
+  }
   return size;
 }
 
@@ -84,7 +101,9 @@ void append_value(std::string& out, const EncodedValue& value, bool with_metadat
   } else {
     out.append(value.body);
   }
-  if (with_metadata) wire::put_bytes_field(out, kValueMetadata, plugin_metadata(value.plugin));
+  if (const std::string* metadata = metadata_of(value, with_metadata)) {
+    wire::put_bytes_field(out, kValueMetadata, *metadata);
+  }
 }
 
 void append_file_version_event(std::string& out, double wall_time) {
@@ -134,6 +153,14 @@ void append_session_log_event(std::string& out, double wall_time, int64_t step,
   size_t start = begin_record(out);
   put_event_header(out, wall_time, step);
   wire::put_bytes_field(out, kEventSessionLog, session_log);
+  finish_record(out, start);
+}
+
+void append_graph_event(std::string& out, double wall_time, int64_t step,
+                        std::string_view graph_def) {
+  size_t start = begin_record(out);
+  put_event_header(out, wall_time, step);
+  wire::put_bytes_field(out, kEventGraphDef, graph_def);
   finish_record(out, start);
 }
 

@@ -17,8 +17,8 @@ namespace trainhooks::summary {
 inline constexpr std::string_view kFileVersion = "brain.Event:2";
 
 // The serialized SummaryMetadata of a plugin: plugin_name, data_class (scalars: SCALAR,
-// histograms and text: TENSOR, images: BLOB_SEQUENCE), empty content (version 0 of each
-// plugin's data).
+// histograms and text: TENSOR, images: BLOB_SEQUENCE, hparams: none), empty content (version 0 of
+// each plugin's data; an hparams value carries its own metadata, EncodedValue::metadata).
 const std::string& plugin_metadata(Plugin plugin);
 const char* plugin_name(Plugin plugin);
 
@@ -34,6 +34,10 @@ void append_summary_event(std::string& out, double wall_time, int64_t step,
 // `session_log` is a serialized SessionLog message.
 void append_session_log_event(std::string& out, double wall_time, int64_t step,
                               std::string_view session_log);
+
+// `graph_def` is a serialized GraphDef message (Event.graph_def).
+void append_graph_event(std::string& out, double wall_time, int64_t step,
+                        std::string_view graph_def);
 
 std::string serialize_session_log(SessionStatus status, std::string_view checkpoint_path,
                                   std::string_view msg);

@@ -12,6 +12,7 @@
 #include <google/protobuf/unknown_field_set.h>
 
 #include "proto/event.pb.h"
+#include "summary/hparams_content.h"
 #include "summary/record_io.h"
 #include "trainhooks/summary/restart_filter.h"
 
@@ -239,6 +240,7 @@ Event EventReader::Impl::decode(uint64_t offset) {
       break;
     case proto::Event::kGraphDef:
       out.graph_def = true;
+      out.graph_def_data = event.graph_def();
       break;
     case proto::Event::kMetaGraphDef:
       out.meta_graph_def = true;
@@ -259,6 +261,15 @@ Event EventReader::Impl::decode(uint64_t offset) {
         }
         if (auto it = plugin_of_tag.find(v.tag()); it != plugin_of_tag.end()) {
           value.plugin_name = it->second;
+        }
+        // The HParams plugin's data is in the value's own metadata, not in its tensor.
+        if (value.plugin_name == "hparams" && v.has_metadata()) {
+          if (auto hparams = decode_hparams_content(v.metadata().plugin_data().content())) {
+            value.kind = ValueKind::kHParams;
+            value.hparams = std::move(hparams);
+            out.values.push_back(std::move(value));
+            continue;
+          }
         }
         switch (v.value_case()) {
           case proto::Summary::Value::kSimpleValue:

@@ -28,14 +28,14 @@ namespace {
 
 // An event waiting for the writer thread. Slots are reused, so `tag` keeps its capacity.
 struct PendingEvent {
-  enum class Kind : uint8_t { kScalar, kSummary, kSessionLog };
+  enum class Kind : uint8_t { kScalar, kSummary, kSessionLog, kGraph };
   Kind kind = Kind::kScalar;
   float value = 0;
   int64_t step = 0;
   double wall_time = 0;
   std::string tag;                   // kScalar
   std::vector<EncodedValue> values;  // kSummary
-  std::string payload;               // kSessionLog: a serialized SessionLog
+  std::string payload;               // kSessionLog: a serialized SessionLog; kGraph: GraphDef
 };
 
 // Bytes buffered by the writer thread before a write(2) between flushes.
@@ -288,6 +288,11 @@ void EventWriter::Impl::encode(PendingEvent& e) {
     case PendingEvent::Kind::kSessionLog:
       append_session_log_event(buffer, e.wall_time, e.step, e.payload);
       break;
+    case PendingEvent::Kind::kGraph:
+      append_graph_event(buffer, e.wall_time, e.step, e.payload);
+      e.payload.clear();  // a graph may be large; the slot keeps no copy
+      e.payload.shrink_to_fit();
+      break;
   }
 }
 
@@ -374,6 +379,14 @@ void EventWriter::add_session_log(SessionStatus status, std::string_view checkpo
   impl_->enqueue(step, [&](PendingEvent& e) {
     e.kind = PendingEvent::Kind::kSessionLog;
     e.payload = std::move(log);
+  });
+}
+
+void EventWriter::add_graph(const GraphDef& graph, int64_t step) {
+  std::string bytes = serialize_graph_def(graph);
+  impl_->enqueue(step, [&](PendingEvent& e) {
+    e.kind = PendingEvent::Kind::kGraph;
+    e.payload = std::move(bytes);
   });
 }
 

@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "trainhooks/summary/graph_def.h"
+
 namespace trainhooks::summary {
 namespace {
 
@@ -56,6 +58,25 @@ void strip_payload(Event& e) {
   }
 }
 
+// The last column of an HParams summary's row.
+std::string hparams_summary(const HParamsValue& h) {
+  switch (h.kind) {
+    case HParamsValue::Kind::kExperiment:
+      return fmt::format("{} hparam{}, {} metric{}", h.values.size(),
+                         h.values.size() == 1 ? "" : "s", h.metrics.size(),
+                         h.metrics.size() == 1 ? "" : "s");
+    case HParamsValue::Kind::kSessionStart:
+      return fmt::format("{} value{}", h.values.size(), h.values.size() == 1 ? "" : "s");
+    case HParamsValue::Kind::kSessionEnd:
+      return hparams_status_name(h.status);
+  }
+  return "-";
+}
+
+std::string metric_name(const HParamsMetric& m) {
+  return m.group.empty() ? m.tag : m.group + "/" + m.tag;
+}
+
 std::string layout_summary(const LayoutValue& layout) {
   return fmt::format("{} categor{}, {} chart{}", layout.categories.size(),
                      layout.categories.size() == 1 ? "y" : "ies", layout.charts,
@@ -85,6 +106,13 @@ int64_t inspect_run(const fs::path& logdir, const fs::path& dir, const InspectOp
       if (!v.plugin_name.empty()) t.plugin_name = v.plugin_name;
       if (v.kind == ValueKind::kScalar) t.last_value = v.scalar;
       if (v.layout) t.last_layout = v.layout;
+      if (v.hparams) {
+        t.last_hparams = v.hparams;
+        auto& first = v.hparams->kind == HParamsValue::Kind::kExperiment ? out.hparams_experiment
+                      : v.hparams->kind == HParamsValue::Kind::kSessionStart ? out.hparams_start
+                                                                             : out.hparams_end;
+        if (!first) first = v.hparams;
+      }
       t.last_wall_time = event.wall_time;
       if (csv && v.kind == ValueKind::kScalar) {
         *csv << csv_run << ',' << csv_field(v.tag) << ',' << event.step << ','
@@ -117,6 +145,19 @@ int64_t inspect_run(const fs::path& logdir, const fs::path& dir, const InspectOp
         ++out.session_starts;
       }
       if (event->graph_def || event->meta_graph_def) ++out.graphs;
+      if (event->graph_def) {
+        out.graph_nodes = out.graph_edges = -1;
+        try {
+          const GraphDef graph = parse_graph_def(event->graph_def_data);
+          out.graph_nodes = static_cast<int64_t>(graph.nodes.size());
+          out.graph_edges = 0;
+          for (const NodeDef& n : graph.nodes)
+            out.graph_edges += static_cast<int64_t>(n.inputs.size());
+        } catch (const DataLossError&) {
+          // Counted as a graph; its size is unknown.
+        }
+        event->graph_def_data.clear();
+      }
       if (purge) {
         strip_payload(*event);
         filter.add(std::move(*event));
@@ -185,6 +226,8 @@ void print_run(std::ostream& out, const RunStats& run) {
         last = format_value(*t.last_value);
       } else if (t.last_layout) {
         last = layout_summary(*t.last_layout);
+      } else if (t.last_hparams) {
+        last = hparams_summary(*t.last_hparams);
       }
       rows.push_back({t.tag, value_kind_name(t.kind), fmt::format("{}", t.count), steps, last});
     }
@@ -196,6 +239,34 @@ void print_run(std::ostream& out, const RunStats& run) {
       out << fmt::format("  {:<{}}  {:<{}}  {:>{}}  {:<{}}  {}\n", row[0], width[0], row[1],
                          width[1], row[2], width[2], row[3], width[3], row[4]);
     }
+  }
+  if (run.graph_nodes >= 0) {
+    out << fmt::format("  graph: {} node{}, {} edge{}\n", run.graph_nodes,
+                       run.graph_nodes == 1 ? "" : "s", run.graph_edges,
+                       run.graph_edges == 1 ? "" : "s");
+  }
+  if (run.hparams_start) {
+    std::string values;
+    for (const auto& [name, value] : run.hparams_start->values) {
+      values += fmt::format("{}{}={}", values.empty() ? "" : ", ", name, value.to_string());
+    }
+    out << "  hparams: " << (values.empty() ? "none" : values);
+    if (!run.hparams_start->group_name.empty()) {
+      out << fmt::format(" (group {})", run.hparams_start->group_name);
+    }
+    out << "\n";
+  }
+  if (run.hparams_experiment && !run.hparams_experiment->metrics.empty()) {
+    std::string metrics;
+    for (const HParamsMetric& m : run.hparams_experiment->metrics) {
+      metrics += (metrics.empty() ? "" : ", ") + metric_name(m);
+    }
+    out << "  hparams metrics: " << metrics << "\n";
+  }
+  if (run.hparams_end) {
+    out << "  hparams status: " << hparams_status_name(run.hparams_end->status) << "\n";
+  } else if (run.hparams_start) {
+    out << "  hparams status: no session end (running, stopped by a signal, or killed)\n";
   }
   for (const Purge& p : run.purges) out << "  " << describe_purge(p) << "\n";
 }

@@ -100,6 +100,8 @@ const char* value_kind_name(ValueKind kind) {
       return "tensor";
     case ValueKind::kLayout:
       return "layout";
+    case ValueKind::kHParams:
+      return "hparams";
   }
   return "?";
 }

@@ -342,9 +342,8 @@ TEST(InspectCheckpointCliTest, UsageErrorsExitWithTwoAndSayWhatIsValid) {
   Result r = run_cli("bogus");
   EXPECT_EQ(r.status, 2);
   EXPECT_EQ(r.output,
-            "trainhooks: unknown subcommand 'bogus'; valid subcommands: checkpoint, events, board, "
-            "report (see "
-            "trainhooks --help)\n");
+            "trainhooks: unknown subcommand 'bogus'; valid subcommands: checkpoint, events, graph, "
+            "board, report (see trainhooks --help)\n");
   r = run_cli("checkpoint lst runs");
   EXPECT_EQ(r.status, 2);
   EXPECT_EQ(r.output,
@@ -353,9 +352,8 @@ TEST(InspectCheckpointCliTest, UsageErrorsExitWithTwoAndSayWhatIsValid) {
   r = run_cli("");
   EXPECT_EQ(r.status, 2);
   EXPECT_EQ(r.output,
-            "trainhooks: a subcommand is required; valid subcommands: checkpoint, events, board, "
-            "report (see "
-            "trainhooks --help)\n");
+            "trainhooks: a subcommand is required; valid subcommands: checkpoint, events, graph, "
+            "board, report (see trainhooks --help)\n");
   r = run_cli("checkpoint list");
   EXPECT_EQ(r.status, 2);
   EXPECT_EQ(

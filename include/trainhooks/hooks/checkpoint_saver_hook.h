@@ -7,8 +7,11 @@
 //                           file (summary::EventWriter::for_logdir) and calls every listener's
 //                           begin()
 //   after_create_session()  saves at the current global step (0 on a fresh start, the restored
-//                           step after a restore) and starts the timer there
-//   after_run()             saves when the SecondOrStepTimer triggers for the global step
+//                           step after a restore) and starts the timer there; with
+//                           save_graph_def, asks the session to record its next run's
+//                           evaluation (Session::record_trace)
+//   after_run()             the first time, with save_graph_def: writes the graph (below); saves
+//                           when the SecondOrStepTimer triggers for the global step
 //   end()                   saves if the last global step was not saved yet, calls every
 //                           listener's end(session, step) and flushes the event file
 // A save logs TF's lines and writes SessionLog CHECKPOINT (checkpoint_path = PATH) at step N to
@@ -32,6 +35,14 @@
 //       "runs/exp1", th::CheckpointManagerOptions{.max_to_keep = 3});
 //   auto hook = std::make_shared<th::CheckpointSaverHook>(
 //       manager, th::CheckpointSaverHookOptions{.save_secs = 600});
+//
+// The graph (save_graph_def, TF's): as TF's CheckpointSaverHook, the hook writes the session's
+// graph as TensorFlow's GraphDef (graph_export.h) to `<checkpoint_dir>/graph.pbtxt` (text format,
+// written crash-safely) and as a graph event (Event.graph_def, step 0) to checkpoint_dir's event
+// file and graph_summary_dir's. Unlike TF it does so after the session's first run, which it
+// records: ops read their inputs inside closures, so the edges are known only then (a node that
+// run did not evaluate has no inputs in the GraphDef). When graph.pbtxt already holds the same
+// text (a resumed run of the same model), neither is written again; a changed model writes both.
 //
 // Save secs are measured on the hook's Env clock (steady time), so a FakeClock drives them.
 //
@@ -102,6 +113,11 @@ struct CheckpointSaverHookOptions {
   compat::v1::SaverOptions saver_options;
   // Write checkpoints on a background thread (see above).
   bool async_save = false;
+  // TF's save_graph_def: write the graph after the first run (see above).
+  bool save_graph_def = true;
+  // Another directory whose event file also gets the graph event (MonitoredTrainingSession: its
+  // summary_dir when that is not checkpoint_dir); empty: none.
+  std::string graph_summary_dir;
 };
 
 class CheckpointSaverHook : public SessionRunHook {
@@ -137,6 +153,8 @@ class CheckpointSaverHook : public SessionRunHook {
   // Async: reports a finished write, waiting for one in flight when `wait`; true when a
   // listener asked to stop. Raises the write's error.
   bool report_write(Session& session, bool wait);
+  // The graph to graph.pbtxt and the event files, unless graph.pbtxt already holds it.
+  void write_graph(Session& session);
 
   std::string checkpoint_dir_;
   std::string save_path_;
@@ -145,6 +163,10 @@ class CheckpointSaverHook : public SessionRunHook {
   bool manager_given_ = false;
   std::shared_ptr<CheckpointManager> manager_;
   std::shared_ptr<summary::EventWriter> writer_;
+  std::shared_ptr<summary::EventWriter> graph_writer_;  // graph_summary_dir's
+  // save_graph_def: the session records its run until the graph is written.
+  bool graph_pending_ = false;
+  bool graph_written_ = false;
   std::unique_ptr<AsyncCheckpointWriter> async_;
 };
 

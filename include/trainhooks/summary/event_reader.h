@@ -19,7 +19,9 @@
 // simple_value and TF2-style rank-0 numeric tensors (tensor_content or *_val). Plugin metadata
 // appears on a tag's first value only, so the reader remembers each tag's plugin. A
 // custom_scalars layout (a serialized Layout proto in a string tensor) is a kLayout value, not
-// text. Graph events (graph_def, meta_graph_def) are flagged, their contents not decoded.
+// text. An HParams plugin summary (hparams.h) is a kHParams value, decoded from its own metadata.
+// A graph event keeps its serialized GraphDef (graph_def.h: parse_graph_def); a meta graph event
+// is flagged, its contents not kept.
 //
 //   trainhooks::summary::EventReader reader("runs/exp1");
 //   while (auto event = reader.next())
@@ -41,6 +43,7 @@
 #include <vector>
 
 #include "trainhooks/env.h"
+#include "trainhooks/summary/hparams.h"
 #include "trainhooks/summary/value_kind.h"
 
 namespace trainhooks::summary {
@@ -87,6 +90,7 @@ struct EventValue {
   std::optional<ImageValue> image{};          // kImage stored as Summary.Image
   std::string text{};                         // kText; several strings joined by '\n'
   std::optional<LayoutValue> layout{};        // kLayout
+  std::optional<HParamsValue> hparams{};      // kHParams
 };
 
 struct SessionLogValue {
@@ -100,7 +104,8 @@ struct Event {
   int64_t step = 0;
   std::string file_version{};  // "brain.Event:2" on a file's first record
   std::optional<SessionLogValue> session_log{};
-  bool graph_def = false;            // a graph event (its GraphDef is not decoded)
+  bool graph_def = false;            // a graph event
+  std::string graph_def_data{};      // its serialized GraphDef
   bool meta_graph_def = false;       // a meta graph event
   std::vector<EventValue> values{};  // of a summary event
   uint64_t offset = 0;               // of the record in its file

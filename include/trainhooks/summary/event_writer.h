@@ -43,6 +43,7 @@
 
 #include "trainhooks/env.h"
 #include "trainhooks/summary/event_file_io.h"
+#include "trainhooks/summary/graph_def.h"
 #include "trainhooks/summary/summary.h"
 
 namespace trainhooks::summary {
@@ -86,6 +87,9 @@ class EventWriter {
   void add_text(std::string_view tag, std::string_view text, int64_t step);
   void add_session_log(SessionStatus status, std::string_view checkpoint_path, std::string_view msg,
                        int64_t step);
+  // A graph event (Event.graph_def: the serialized GraphDef), which TensorBoard's Graphs
+  // dashboard shows; it keeps the last one of a run. Serialized on the calling thread.
+  void add_graph(const GraphDef& graph, int64_t step = 0);
   // All values of `summary` in one event.
   void add_summary(const Summary& summary, int64_t step);
   void add_summary(Summary&& summary, int64_t step);

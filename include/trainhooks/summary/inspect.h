@@ -32,8 +32,9 @@ struct TagStats {
   std::string plugin_name{};
   int64_t count = 0;
   int64_t min_step = 0, max_step = 0;
-  std::optional<double> last_value{};        // scalars: the value of the last event read
-  std::optional<LayoutValue> last_layout{};  // custom_scalars layouts: the last one
+  std::optional<double> last_value{};          // scalars: the value of the last event read
+  std::optional<LayoutValue> last_layout{};    // custom_scalars layouts: the last one
+  std::optional<HParamsValue> last_hparams{};  // HParams summaries: the last one
   double last_wall_time = 0;
 };
 
@@ -43,7 +44,12 @@ struct RunStats {
   std::vector<std::filesystem::path> files{};
   int64_t events = 0;  // records read, whatever a purge discarded
   int64_t session_starts = 0;
-  int64_t graphs = 0;                            // graph_def and meta_graph_def events
+  int64_t graphs = 0;  // graph_def and meta_graph_def events
+  // The last graph_def event's GraphDef: its nodes and inputs (-1: no graph event, or one that
+  // does not parse).
+  int64_t graph_nodes = -1, graph_edges = -1;
+  // The first of each HParams summary, as TensorBoard keeps them (hparams.h).
+  std::optional<HParamsValue> hparams_experiment{}, hparams_start{}, hparams_end{};
   int64_t corrupt_records = 0;                   // skipped (ReadOptions::skip_corrupt)
   std::vector<PartialRecord> partial_records{};  // files ending in a partial record
   std::vector<Purge> purges{};                   // ReadOptions::purge_orphaned_data
@@ -70,7 +76,8 @@ int64_t inspect_run(const std::filesystem::path& logdir, const std::filesystem::
                     const InspectOptions& options, RunStats& out, std::ostream* csv = nullptr);
 
 // One block per run: its files and event count (graphs and skipped corrupt records when there
-// are any), a table of tags, and a line per purge.
+// are any), a table of tags, the graph's size, the hyperparameters, metrics and end status when
+// the run has HParams summaries, and a line per purge.
 void print_runs(std::ostream& out, const std::vector<RunStats>& runs);
 void print_run(std::ostream& out, const RunStats& run);
 

@@ -9,7 +9,9 @@
 //     (plugin "histograms"); NaN or infinity throws InvalidArgument, as TF does;
 //   - image: one PNG per batch element, up to max_outputs; tags `<tag>/image/<i>` when
 //     max_outputs > 1 and `<tag>/image` when it is 1, as TF 1.x's image summary (plugin "images");
-//   - text: a rank-0 DT_STRING tensor (plugin "text").
+//   - text: a rank-0 DT_STRING tensor (plugin "text");
+//   - hyperparameters: TensorBoard's HParams summaries (hparams.h; plugin "hparams"), whose data
+//     is in each value's own metadata, written with every value.
 //
 //   trainhooks::summary::Summary s;
 //   s.add_scalar("loss", 0.25f).add_histogram("weights", w).add_text("note", "lr halved");
@@ -25,6 +27,7 @@
 #include <string_view>
 #include <vector>
 
+#include "trainhooks/summary/hparams.h"
 #include "trainhooks/summary/value_kind.h"
 
 namespace trainhooks::summary {
@@ -57,6 +60,13 @@ class Summary {
   Summary& add_image(std::string_view tag, const at::Tensor& images,
                      const ImageOptions& options = {});
   Summary& add_text(std::string_view tag, std::string_view text);
+  // TensorBoard's HParams plugin (hparams.h). The experiment: the names and types of
+  // hparams.values and the metrics; InvalidArgument as validate_hparams().
+  Summary& add_hparams_experiment(const HParams& hparams, double time_created_secs);
+  // A run's start: its values, group_name and model_uri; InvalidArgument as validate_hparams().
+  Summary& add_hparams_session_start(const HParams& hparams, double start_time_secs);
+  // A run's end and how it ended.
+  Summary& add_hparams_session_end(HParamsStatus status, double end_time_secs);
 
   size_t size() const;
   bool empty() const { return size() == 0; }

@@ -5,9 +5,19 @@
 namespace trainhooks::summary {
 
 // What a summary value holds, as a reader sees it.
-// kLayout: a custom_scalars dashboard layout.
-enum class ValueKind { kNone, kScalar, kHistogram, kImage, kAudio, kText, kTensor, kLayout };
-// "none", "scalar", "histogram", "image", "audio", "text", "tensor", "layout".
+// kLayout: a custom_scalars dashboard layout. kHParams: an HParams plugin summary (hparams.h).
+enum class ValueKind {
+  kNone,
+  kScalar,
+  kHistogram,
+  kImage,
+  kAudio,
+  kText,
+  kTensor,
+  kLayout,
+  kHParams
+};
+// "none", "scalar", "histogram", "image", "audio", "text", "tensor", "layout", "hparams".
 const char* value_kind_name(ValueKind kind);
 
 // SessionLog.status: TensorBoard drops points logged after a START with a higher step than it.
