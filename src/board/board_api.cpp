@@ -13,9 +13,11 @@
 #include <fmt/format.h>
 
 #include "board/api_histogram.h"
+#include "board/api_views.h"
 #include "board/downsample.h"
 #include "board/url_encode.h"
 #include "trainhooks/errors.h"
+#include "trainhooks/summary/graph_def.h"
 #include "util/json_writer.h"
 
 namespace trainhooks::board {
@@ -153,7 +155,9 @@ ApiResponse runs_response(const LogdirIndex& index) {
           .number("last_wall_time", run.last_wall_time)
           .number("events", run.events)
           .number("corrupt_records", run.corrupt_records)
-          .number("purged_values", run.purged_values);
+          .number("purged_values", run.purged_values)
+          .flag("graph", run.graph)
+          .flag("hparams", run.hparams);
       JsonObject groups(o.key("tags"));
       for (const auto& [kind, name] : kGroups) {
         JsonArray tags(groups.key(name));
@@ -361,6 +365,24 @@ ApiResponse text_response(const LogdirIndex& index, const Query& query) {
   return json(std::move(out));
 }
 
+// The run's latest graph event: 400 for a missing or invalid run, 404 for a run the index does
+// not have or one without a graph, 422 for a graph event that holds no GraphDef.
+ApiResponse graph_response(const LogdirIndex& index, const Query& query) {
+  const std::string& run = required(query, "run");
+  check_run_name(run);
+  if (!index.run(run)) throw ApiError{404, fmt::format("unknown run '{}'", run)};
+  const std::optional<RunGraph> graph = index.graph(run);
+  if (!graph) throw ApiError{404, fmt::format("run '{}' has no graph", run)};
+  summary::GraphDef def;
+  try {
+    def = summary::parse_graph_def(graph->graph_def);
+  } catch (const DataLossError& e) {
+    throw ApiError{
+        422, fmt::format("run '{}' has a graph event that is not a GraphDef: {}", run, e.what())};
+  }
+  return json(internal::graph_json(run, *graph, def));
+}
+
 }  // namespace
 
 BoardApi::BoardApi(const LogdirIndex& index) : index_(index) {}
@@ -373,6 +395,8 @@ ApiResponse BoardApi::handle(std::string_view path, const Query& query) const {
     if (path == "/api/images") return images_response(index_, query);
     if (path == "/api/image") return image_response(index_, query);
     if (path == "/api/text") return text_response(index_, query);
+    if (path == "/api/graph") return graph_response(index_, query);
+    if (path == "/api/hparams") return json(internal::hparams_json(index_));
     return error_response(404, fmt::format("unknown endpoint '{}'", path));
   } catch (const ApiError& e) {
     return error_response(e.status, e.message);

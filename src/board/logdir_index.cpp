@@ -63,6 +63,8 @@ struct RunData {
   // Every other kind, by (tag, kind). A histogram or image the reader does not decode (a
   // TensorFlow 2 tensor) is a kTensor here, with its plugin_name.
   std::map<std::pair<std::string, ValueKind>, Tag<Reservoir<std::monostate>>> other;
+  std::optional<RunGraph> graph;
+  RunHParams hparams;
   summary::RestartDetector restart;
   int64_t files = 0;
   int64_t events = 0;
@@ -116,6 +118,17 @@ std::vector<Point> sampled_points(const TagMap<Data>& tags, const RunData& run,
     out.push_back({s.step, s.wall_time, std::move(s.payload)});
   }
   return out;
+}
+
+// The first summary of each kind, as TensorBoard keeps them: a resumed run's later start info
+// does not replace the first, and a written end status is final.
+void keep_hparams(RunHParams& kept, const summary::HParamsValue& value) {
+  using Kind = summary::HParamsValue::Kind;
+  std::optional<summary::HParamsValue>& slot = value.kind == Kind::kExperiment ? kept.experiment
+                                               : value.kind == Kind::kSessionStart
+                                                   ? kept.session_start
+                                                   : kept.session_end;
+  if (!slot) slot = value;
 }
 
 }  // namespace
@@ -301,6 +314,7 @@ bool LogdirIndex::Impl::read_file(RunSource& source, const std::string& name, Fi
 
 void LogdirIndex::Impl::add(RunData* run, Event event) {
   batch_values += event.values.size();
+  batch_bytes += event.graph_def_data.size();
   for (const EventValue& v : event.values) {
     batch_bytes += v.text.size();
     if (v.image) batch_bytes += v.image->encoded.size();
@@ -330,6 +344,9 @@ void LogdirIndex::Impl::apply(RunData& run, Event& event) {
   run.last_wall_time = std::max(run.last_wall_time, event.wall_time);
   const summary::PurgeDecision decision = run.restart.add(event);
   if (decision.purge) purge(run, decision, event);
+  if (event.graph_def) {
+    run.graph = RunGraph{event.step, event.wall_time, std::move(event.graph_def_data)};
+  }
   for (EventValue& value : event.values) add_value(run, event.step, event.wall_time, value);
 }
 
@@ -368,6 +385,9 @@ void LogdirIndex::Impl::add_value(RunData& run, int64_t step, double wall_time, 
     case ValueKind::kText:
       sample(run.text, options.max_text_per_tag, std::move(v.text));
       return;
+    case ValueKind::kHParams:
+      if (v.hparams) keep_hparams(run.hparams, *v.hparams);
+      break;  // and listed as the other kinds are
     case ValueKind::kNone:
       return;  // a value without data
     default:
@@ -422,7 +442,9 @@ RunInfo LogdirIndex::Impl::info(const RunData& run) {
               .events = run.events,
               .corrupt_records = run.corrupt_records,
               .purged_values = run.purged_values,
-              .last_wall_time = run.last_wall_time};
+              .last_wall_time = run.last_wall_time,
+              .graph = run.graph.has_value(),
+              .hparams = run.hparams.session_start.has_value()};
   auto list = [&](const auto& tags, ValueKind kind) {
     for (const auto& [tag, t] : tags) {
       TagInfo info = t.data.info();
@@ -522,6 +544,16 @@ std::vector<TextPoint> LogdirIndex::text(const std::string& run, const std::stri
   std::shared_lock lock(impl_->mu);
   const RunData& r = impl_->find_run(run);
   return sampled_points<TextPoint>(r.text, r, tag, "text");
+}
+
+std::optional<RunGraph> LogdirIndex::graph(const std::string& run) const {
+  std::shared_lock lock(impl_->mu);
+  return impl_->find_run(run).graph;
+}
+
+RunHParams LogdirIndex::hparams(const std::string& run) const {
+  std::shared_lock lock(impl_->mu);
+  return impl_->find_run(run).hparams;
 }
 
 }  // namespace trainhooks::board

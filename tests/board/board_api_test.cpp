@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <random>
 #include <string>
@@ -20,8 +21,11 @@
 #include <nlohmann/json.hpp>
 
 #include "board/api_histogram.h"
+#include "board/api_views.h"
+#include "board/board_test_logdir.h"
 #include "board/downsample.h"
 #include "board/url_encode.h"
+#include "summary/event_encoding.h"
 #include "trainhooks/summary/event_reader.h"
 #include "trainhooks/summary/event_writer.h"
 #include "trainhooks/testing/fake_env.h"
@@ -593,6 +597,148 @@ TEST_F(BoardApiTest, NamesWithDotsInsideAComponentAreServed) {
     EXPECT_EQ(error("/api/scalars", {{"run", run}, {"tag", "x..y"}}),
               std::make_pair(400, "invalid run name '" + run + "': has a '..' component"));
   }
+}
+
+// ---- The graph and the hyperparameters ------------------------------------------------------
+
+json node_named(const json& nodes, const std::string& name) {
+  for (const json& n : nodes)
+    if (n["name"] == name) return n;
+  return json();
+}
+
+json attr(std::string name, std::string value) { return {{"name", name}, {"value", value}}; }
+
+TEST_F(BoardApiTest, TheGraphIsItsNodesWithOpInputsDeviceAndAttrsAsText) {
+  testing::write_view_runs(dir_.path());
+  const json runs = get("/api/runs")["runs"];
+  for (const json& run : runs) {
+    SCOPED_TRACE(run["name"].dump());
+    EXPECT_EQ(run["graph"], run["name"] == testing::kGraphRun);
+    EXPECT_EQ(run["hparams"], !run["name"].get<std::string>().ends_with("/eval"));
+  }
+
+  const json graph = get("/api/graph", {{"run", testing::kGraphRun}});
+  EXPECT_EQ(graph["run"], testing::kGraphRun);
+  EXPECT_EQ(graph["step"], 0);
+  const json& nodes = graph["nodes"];
+  ASSERT_EQ(nodes.size(), static_cast<size_t>(testing::kGraphNodes));
+  EXPECT_EQ(nodes[0], json({{"name", "x"},
+                            {"op", "Placeholder"},
+                            {"device", ""},
+                            {"inputs", json::array()},
+                            {"attrs", {attr("dtype", "DT_FLOAT"), attr("shape", "[?, 784]")}}}));
+  EXPECT_EQ(node_named(nodes, "logits"),
+            json({{"name", "logits"},
+                  {"op", "CppFunc"},
+                  {"device", "/device:CPU:0"},
+                  {"inputs", {"x", "net/fc.weight", "net/fc.bias"}},
+                  {"attrs", {attr("T", "DT_FLOAT"), attr("_output_shapes", "[[?, 10]]")}}}));
+  EXPECT_EQ(node_named(nodes, "global_step")["attrs"],
+            json({attr("dtype", "DT_INT64"), attr("shape", "[]")}));
+  EXPECT_EQ(node_named(nodes, "train")["attrs"], json({attr("optimizer", "adam")}));
+  // Names from the logs are values, whatever they hold.
+  const json hostile = node_named(nodes, testing::kHostileNode);
+  EXPECT_EQ(hostile["op"], testing::kHostileOp);
+  EXPECT_EQ(hostile["attrs"], json({attr(testing::kHostileHParam, testing::kHostileValue)}));
+  size_t edges = 0;
+  for (const json& n : nodes) edges += n["inputs"].size();
+  EXPECT_EQ(edges, static_cast<size_t>(testing::kGraphEdges));
+}
+
+TEST(BoardApiGraphTest, AttrsReadAsTheGraphViewShowsThem) {
+  using summary::DataType;
+  using summary::TensorShape;
+  EXPECT_EQ(internal::attr_text(summary::AttrValue(TensorShape{{}, true})), "<unknown rank>");
+  EXPECT_EQ(internal::attr_text(summary::AttrValue(int64_t{7})), "7");
+  EXPECT_EQ(internal::attr_text(summary::AttrValue(0.5)), "0.5");
+  EXPECT_EQ(internal::attr_text(summary::AttrValue(true)), "true");
+  EXPECT_EQ(internal::attr_text(
+                summary::AttrValue(std::vector<DataType>{DataType::kFloat, DataType::kInt64})),
+            "[DT_FLOAT, DT_INT64]");
+  EXPECT_EQ(internal::attr_text(summary::AttrValue(std::vector<std::string>{"a", "b"})),
+            "[\"a\", \"b\"]");
+}
+
+TEST_F(BoardApiTest, GraphRequestsAreRefusedWithStatusAndMessage) {
+  testing::write_view_runs(dir_.path());
+  // A graph event whose bytes are not a GraphDef (the encoders frame their records).
+  {
+    std::string file;
+    summary::append_file_version_event(file, kStartTime);
+    summary::append_graph_event(file, kStartTime, 0, "\xff\xff\xff");
+    fs::create_directories(dir_.path() / "broken");
+    std::ofstream(dir_.path() / "broken" / "events.out.tfevents.1.host", std::ios::binary) << file;
+  }
+  EXPECT_EQ(error("/api/graph", {}), std::make_pair(400, std::string("missing parameter 'run'")));
+  EXPECT_EQ(error("/api/graph", {{"run", "../hp"}}),
+            std::make_pair(400, std::string("invalid run name '../hp': has a '..' component")));
+  EXPECT_EQ(error("/api/graph", {{"run", "/hp"}}),
+            std::make_pair(400, std::string("invalid run name '/hp': starts with '/'")));
+  EXPECT_EQ(error("/api/graph", {{"run", "nope"}}),
+            std::make_pair(404, std::string("unknown run 'nope'")));
+  EXPECT_EQ(error("/api/graph", {{"run", "hp/sgd"}}),
+            std::make_pair(404, std::string("run 'hp/sgd' has no graph")));
+  const auto [status, message] = error("/api/graph", {{"run", "broken"}});
+  EXPECT_EQ(status, 422);
+  EXPECT_THAT(message,
+              ::testing::StartsWith("run 'broken' has a graph event that is not a GraphDef: "));
+}
+
+TEST_F(BoardApiTest, HParamsAreOneSessionPerRunWithItsValuesAndFinalMetrics) {
+  testing::write_view_runs(dir_.path());
+  const json body = get("/api/hparams");
+  // Hyperparameters by name; metrics as the experiments declare them.
+  EXPECT_EQ(body["hparams"], json({{{"name", testing::kHostileHParam}, {"type", "string"}},
+                                   {{"name", "batch"}, {"type", "number"}},
+                                   {{"name", "lr"}, {"type", "number"}},
+                                   {{"name", "optimizer"}, {"type", "string"}}}));
+  EXPECT_EQ(body["metrics"],
+            json({{{"tag", "accuracy"}, {"group", "eval"}, {"display_name", "test accuracy"}},
+                  {{"tag", "loss"}, {"group", ""}, {"display_name", ""}}}));
+  const json& sessions = body["sessions"];
+  ASSERT_EQ(sessions.size(), std::size(testing::kViewRuns));
+  std::vector<testing::ViewRun> runs(std::begin(testing::kViewRuns), std::end(testing::kViewRuns));
+  std::sort(runs.begin(), runs.end(), [](const auto& a, const auto& b) {
+    return std::string_view(a.name) < std::string_view(b.name);
+  });
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const testing::ViewRun& r = runs[i];
+    SCOPED_TRACE(r.name);
+    const json& s = sessions[i];
+    EXPECT_EQ(s["run"], r.name);
+    EXPECT_EQ(s["group_name"], "");
+    EXPECT_EQ(s["values"], json({testing::kHostileValue, r.batch, r.lr, r.optimizer}));
+    EXPECT_EQ(s["metrics"],
+              json({{{"value", r.accuracy}, {"step", 30}}, {{"value", r.loss}, {"step", 30}}}));
+    EXPECT_EQ(s["start_time"], testing::kStartTime);
+    if (r.ended) {
+      EXPECT_EQ(s["status"], "success");
+      EXPECT_EQ(s["end_time"], testing::test_wall_time(30));
+    } else {
+      EXPECT_TRUE(s["status"].is_null());
+      EXPECT_TRUE(s["end_time"].is_null());
+    }
+  }
+}
+
+TEST_F(BoardApiTest, HParamsWithoutSessionsOrMetricsAreEmptyColumnsAndNulls) {
+  write_scalars("train", "loss", {1, 2});
+  EXPECT_EQ(
+      get("/api/hparams"),
+      json({{"hparams", json::array()}, {"metrics", json::array()}, {"sessions", json::array()}}));
+  // A run whose metric was not written (yet): a null cell.
+  auto w = writer("fresh");
+  summary::Summary s;
+  const summary::HParams hp{.values = {{"lr", 0.1}}, .metrics = {{.tag = "accuracy"}}};
+  s.add_hparams_experiment(hp, kStartTime).add_hparams_session_start(hp, kStartTime);
+  w->add_summary(std::move(s), 0);
+  w->close();
+  index_->refresh();
+  const json body = get("/api/hparams");
+  ASSERT_EQ(body["sessions"].size(), 1u);
+  EXPECT_EQ(body["sessions"][0]["values"], json({0.1}));
+  EXPECT_EQ(body["sessions"][0]["metrics"], json({nullptr}));
 }
 
 TEST(BoardApiJsonTest, StringsAreEscapedAndInvalidUtf8Replaced) {

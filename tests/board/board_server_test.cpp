@@ -19,12 +19,14 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "board/access.h"
 #include "board/assets.h"
+#include "board/board_test_logdir.h"
 #include "board/raw_http_client.h"
 #include "trainhooks/errors.h"
 #include "trainhooks/summary/event_writer.h"
@@ -213,6 +215,36 @@ TEST_F(BoardServerTest, AnswersTheApiWithDecodedParameters) {
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 404);
   EXPECT_EQ(json::parse(res->body)["error"], "run 'train' has no scalar tag 'nope'");
+}
+
+TEST_F(BoardServerTest, AnswersTheGraphAndHParamsEndpoints) {
+  testing::write_view_runs(dir_.path());
+  auto server = start();
+  auto c = client(*server);
+  auto res = c.Get("/api/graph?run=hp%2Fadam");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(res->get_header_value("Content-Type"), "application/json");
+  EXPECT_EQ(json::parse(res->body)["nodes"].size(), static_cast<size_t>(testing::kGraphNodes));
+
+  res = c.Get("/api/hparams");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(json::parse(res->body)["sessions"].size(), std::size(testing::kViewRuns));
+
+  const std::vector<std::tuple<std::string, int, std::string>> refused = {
+      {"/api/graph", 400, "missing parameter 'run'"},
+      {"/api/graph?run=..%2Fhp", 400, "invalid run name '../hp': has a '..' component"},
+      {"/api/graph?run=nope", 404, "unknown run 'nope'"},
+      {"/api/graph?run=train", 404, "run 'train' has no graph"},
+  };
+  for (const auto& [target, status, message] : refused) {
+    SCOPED_TRACE(target);
+    res = c.Get(target);
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, status);
+    EXPECT_EQ(json::parse(res->body)["error"], message);
+  }
 }
 
 TEST_F(BoardServerTest, NothingButThePageAndTheApiIsServed) {

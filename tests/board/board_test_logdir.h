@@ -12,6 +12,16 @@
 //                      kSteps points; text "notes/md" (kMarkdownNote) at step 5;
 //   <logdir>/<kHostileRun>: a scalar tagged kHostileTag.
 //
+// write_view_runs(dir) writes what the graph and hyperparameter views are tested on:
+//
+//   <logdir>/<kViewRuns[i].name>:       HParams plugin summaries (experiment, session start
+//                                       info, and session end info unless the run is still
+//                                       running), hyperparameters lr, optimizer, batch and
+//                                       kHostileHParam, scalar "loss" at steps 10, 20, 30;
+//   <logdir>/<kViewRuns[i].name>/eval:  scalar "accuracy" at steps 10, 20, 30;
+//   <logdir>/<kGraphRun>:               also the graph test_graph_def() (kGraphNodes nodes,
+//                                       kGraphEdges edges, one of them named kHostileNode).
+//
 // Values and wall times are deterministic (a fixed seed; a fake clock, one step every
 // kSecondsPerStep seconds from kStartTime), so tests may assert exact numbers.
 //
@@ -29,9 +39,12 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "trainhooks/summary/event_writer.h"
+#include "trainhooks/summary/graph_def.h"
+#include "trainhooks/summary/hparams.h"
 #include "trainhooks/summary/summary.h"
 #include "trainhooks/testing/fake_env.h"
 
@@ -63,6 +76,78 @@ inline constexpr const char* kMarkdownNote =
 // A run and a tag named like markup, which must reach the page as text.
 inline constexpr const char* kHostileRun = "<img src=x onerror=window.__pwned='run'>";
 inline constexpr const char* kHostileTag = "<script>window.__pwned='tag'</script>";
+
+// Names from the graph and the hyperparameters, which must reach the page as text.
+inline constexpr const char* kHostileNode = "<img src=x onerror=window.__pwned='node'>";
+inline constexpr const char* kHostileOp = "<script>window.__pwned='op'</script>";
+inline constexpr const char* kHostileHParam = "<img src=x onerror=window.__pwned='hparam'>";
+inline constexpr const char* kHostileValue = "<script>window.__pwned='value'</script>";
+
+// Runs of write_view_runs(): their hyperparameters and final metrics (exact in float).
+struct ViewRun {
+  const char* name;
+  double lr;
+  const char* optimizer;
+  int64_t batch;
+  float accuracy;  // the last "accuracy" of <name>/eval
+  float loss;      // the last "loss" of <name>
+  bool ended;      // a session end info (success) was written
+};
+inline constexpr ViewRun kViewRuns[] = {
+    {"hp/adam", 0.002, "adam", 64, 0.875f, 0.5f, true},
+    {"hp/sgd", 0.05, "sgd", 128, 0.8125f, 0.25f, false},
+    {"hp/sgd-slow", 0.01, "sgd", 32, 0.75f, 1.5f, true},
+};
+inline constexpr const char* kGraphRun = "hp/adam";
+inline constexpr int64_t kGraphNodes = 9;
+inline constexpr int64_t kGraphEdges = 10;
+
+// A small model's graph as MonitoredTrainingSession exports it (docs/formats.md), and a node
+// named like markup reading "x".
+inline summary::GraphDef test_graph_def() {
+  using summary::DataType;
+  using summary::TensorShape;
+  summary::GraphDef g;
+  const std::string cpu = "/device:CPU:0";
+  g.nodes.push_back({.name = "x",
+                     .op = "Placeholder",
+                     .attrs = {{"dtype", DataType::kFloat}, {"shape", TensorShape{{-1, 784}}}}});
+  g.nodes.push_back({.name = "y",
+                     .op = "Placeholder",
+                     .attrs = {{"dtype", DataType::kInt64}, {"shape", TensorShape{{-1}}}}});
+  g.nodes.push_back({.name = "net/fc.weight",
+                     .op = "VariableV2",
+                     .device = cpu,
+                     .attrs = {{"dtype", DataType::kFloat}, {"shape", TensorShape{{10, 784}}}}});
+  g.nodes.push_back({.name = "net/fc.bias",
+                     .op = "VariableV2",
+                     .device = cpu,
+                     .attrs = {{"dtype", DataType::kFloat}, {"shape", TensorShape{{10}}}}});
+  g.nodes.push_back({.name = "global_step",
+                     .op = "VariableV2",
+                     .device = cpu,
+                     .attrs = {{"dtype", DataType::kInt64}, {"shape", TensorShape{}}}});
+  g.nodes.push_back({.name = "logits",
+                     .op = "CppFunc",
+                     .inputs = {"x", "net/fc.weight", "net/fc.bias"},
+                     .device = cpu,
+                     .attrs = {{"T", DataType::kFloat},
+                               {"_output_shapes", std::vector<TensorShape>{{{-1, 10}}}}}});
+  g.nodes.push_back({.name = "loss",
+                     .op = "CppFunc",
+                     .inputs = {"logits", "y"},
+                     .device = cpu,
+                     .attrs = {{"T", DataType::kFloat}}});
+  g.nodes.push_back({.name = "train",
+                     .op = "ApplyGradients",
+                     .inputs = {"loss", "net/fc.weight", "net/fc.bias", "global_step"},
+                     .attrs = {{"optimizer", std::string("adam")}}});
+  g.nodes.push_back({.name = kHostileNode,
+                     .op = kHostileOp,
+                     .inputs = {"x"},
+                     .attrs = {{kHostileHParam, std::string(kHostileValue)}}});
+  return g;
+}
 
 inline double test_wall_time(int64_t step) {
   return kStartTime + kSecondsPerStep * static_cast<double>(step);
@@ -151,6 +236,40 @@ inline void write_feature_runs(const std::filesystem::path& logdir) {
   summary::EventWriter hostile(logdir / kHostileRun, options);
   hostile.add_scalar(kHostileTag, 1.0f, 1);
   hostile.close();
+}
+
+inline void write_view_runs(const std::filesystem::path& logdir) {
+  auto clock = std::make_shared<FakeClock>(kStartTime);
+  const summary::EventWriterOptions options{.env = {.clock = clock}};
+  for (const ViewRun& run : kViewRuns) {
+    summary::HParams hparams{
+        .values = {{"lr", run.lr},
+                   {"optimizer", run.optimizer},
+                   {"batch", run.batch},
+                   {kHostileHParam, kHostileValue}},
+        .metrics = {{.tag = "accuracy", .group = "eval", .display_name = "test accuracy"},
+                    {.tag = "loss"}}};
+    summary::EventWriter writer(logdir / run.name, options);
+    summary::EventWriter eval(logdir / run.name / "eval", options);
+    if (std::string_view(run.name) == kGraphRun) writer.add_graph(test_graph_def());
+    summary::Summary start;
+    start.add_hparams_experiment(hparams, kStartTime)
+        .add_hparams_session_start(hparams, kStartTime);
+    writer.add_summary(std::move(start), 0);
+    for (int64_t step = 10; step <= 30; step += 10) {
+      clock->set_wall_seconds(test_wall_time(step));
+      const float k = static_cast<float>(30 - step);  // 0 at the last step
+      writer.add_scalar("loss", run.loss + 0.5f * k, step);
+      eval.add_scalar("accuracy", run.accuracy - 0.0078125f * k, step);
+    }
+    if (run.ended) {
+      summary::Summary end;
+      end.add_hparams_session_end(summary::HParamsStatus::kSuccess, test_wall_time(30));
+      writer.add_summary(std::move(end), 30);
+    }
+    writer.close();
+    eval.close();
+  }
 }
 
 }  // namespace trainhooks::board::testing

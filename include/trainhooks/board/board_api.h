@@ -10,8 +10,13 @@
 //   GET /api/images?run=R&tag=T           the kept images' steps, sizes and indexes
 //   GET /api/image?run=R&tag=T&index=I    one image's bytes (image/png)
 //   GET /api/text?run=R&tag=T
+//   GET /api/graph?run=R                  the run's graph (its latest graph event): nodes with op,
+//                                         inputs, device and attrs as text
+//   GET /api/hparams                      every run's hyperparameters (HParams plugin
+//                                         summaries) and final metrics, as a table
 //
-// Bad requests get a 4xx with {"error": "<message>"}: 404 for an unknown endpoint, run or tag,
+// Bad requests get a 4xx with {"error": "<message>"}: 404 for an unknown endpoint, run or tag (or
+// a run without a graph), 422 for a graph event that holds no GraphDef,
 // 400 for a missing, malformed or out-of-range parameter (max_points above 100000, a start_step
 // after end_step, a format other than csv or json, a run name with a ".." component, a NUL, a
 // backslash or a leading '/': "a..b" is a run like any other). Tags are only looked up, whatever

@@ -27,6 +27,9 @@
 // TensorBoard keeps them: a reservoir of the latest-biased sample per tag (options), so memory
 // stays bounded by the number of scalar points plus a fixed amount per tag. Other kinds
 // (tensors, audio, custom_scalars layouts) are listed with their step range, not served.
+// A run's graph is the GraphDef of its latest graph event, as TensorBoard shows the last one;
+// its HParams plugin summaries (hparams.h) are kept as TensorBoard keeps them, the first of each
+// of the three a run's files hold. Neither is touched by restart purges.
 //
 //   trainhooks::board::LogdirIndex index("runs");
 //   index.refresh();                                    // then again every few seconds
@@ -81,6 +84,22 @@ struct RunInfo {
   int64_t corrupt_records = 0;  // skipped
   int64_t purged_values = 0;    // discarded by restarts
   double last_wall_time = 0;    // the latest of the events read
+  bool graph = false;           // a graph event was read (graph())
+  bool hparams = false;         // an HParams session start info was read (hparams())
+};
+
+// The latest graph event of a run.
+struct RunGraph {
+  int64_t step = 0;
+  double wall_time = 0;
+  std::string graph_def{};  // serialized: summary::parse_graph_def()
+};
+
+// The HParams plugin summaries of a run, the first of each kind read.
+struct RunHParams {
+  std::optional<summary::HParamsValue> experiment{};
+  std::optional<summary::HParamsValue> session_start{};
+  std::optional<summary::HParamsValue> session_end{};
 };
 
 struct ScalarSeries {
@@ -139,6 +158,10 @@ class LogdirIndex {
   std::vector<HistogramPoint> histograms(const std::string& run, const std::string& tag) const;
   std::vector<ImagePoint> images(const std::string& run, const std::string& tag) const;
   std::vector<TextPoint> text(const std::string& run, const std::string& tag) const;
+  // NotFoundError for an unknown run; nullopt when it has no graph event.
+  std::optional<RunGraph> graph(const std::string& run) const;
+  // NotFoundError for an unknown run; empty members for the summaries it does not have.
+  RunHParams hparams(const std::string& run) const;
 
  private:
   struct Impl;
