@@ -29,10 +29,11 @@ struct VendoredScript {
   std::string_view path;  // "/uPlot.iife.min.js"
   std::string_view licence;
 };
-inline constexpr std::array<VendoredScript, 3> kVendoredScripts = {{
+inline constexpr std::array<VendoredScript, 4> kVendoredScripts = {{
     {"uPlot", "/uPlot.iife.min.js", "/LICENSE.uPlot.txt"},
     {"markdown-it", "/markdown-it.umd.min.js", "/LICENSE.markdown-it.txt"},
     {"DOMPurify", "/purify.min.js", "/LICENSE.DOMPurify.txt"},
+    {"dagre", "/dagre.min.js", "/LICENSE.dagre.txt"},
 }};
 
 }  // namespace trainhooks::board
