@@ -18,9 +18,10 @@ const Asset* find_asset(std::string_view path);
 // The page's own ES modules as served, the entry (which index.html loads) last. They import each
 // other as "board/<file>": the page's import map resolves that to the file beside it, and
 // `trainhooks report` writes an import map of its own with each module's text as a data: URL.
-inline constexpr std::array<std::string_view, 11> kPageModules = {
-    "/util.js",    "/settings.js",      "/api.js",    "/runs.js", "/cards.js", "/charts.js",
-    "/scalars.js", "/distributions.js", "/images.js", "/text.js", "/board.js"};
+inline constexpr std::array<std::string_view, 13> kPageModules = {
+    "/util.js",   "/settings.js", "/api.js",           "/runs.js",   "/cards.js",
+    "/charts.js", "/scalars.js",  "/distributions.js", "/images.js", "/text.js",
+    "/graph.js",  "/hparams.js",  "/board.js"};
 
 // The libraries the page loads as classic scripts before its modules (vendored under
 // third_party/), in the page's order, each with its licence file as served.

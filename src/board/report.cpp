@@ -158,9 +158,20 @@ ReportData report_data(const LogdirIndex& index, const ReportOptions& options,
   if (runs.status != 200) throw InternalError("the board's API failed to list the runs");
   add(responses, "/api/runs", runs.body);
 
+  // The graph and hyperparameter views' answers, as the page asks for them.
+  const ApiResponse hparams = api.handle("/api/hparams", {});
+  if (hparams.status == 200) add(responses, "/api/hparams", hparams.body);
+
   const std::string max_points = std::to_string(options.max_points);
   for (const RunInfo& run : index.runs()) {
     ++data.runs;
+    if (run.graph) {
+      const ApiResponse graph = api.handle("/api/graph", {{"run", run.name}});
+      // A graph event that holds no GraphDef is left out; the page says the report has none.
+      if (graph.status == 200) {
+        add(responses, internal::api_url("/api/graph", {{"run", run.name}}), graph.body);
+      }
+    }
     for (const TagInfo& tag : run.tags) {
       const char* endpoint = nullptr;
       switch (tag.kind) {

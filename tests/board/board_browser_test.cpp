@@ -1061,5 +1061,218 @@ TEST_F(BoardViewsTest, TextIsMarkdownAndNothingFromTheLogsRunsInTheReport) {
   expect_markdown_and_no_markup(report());
 }
 
+// ---- The graph and the hyperparameters ------------------------------------------------------
+
+// As kDriver, on the log directory of write_view_runs(): reads the drawn graph, clicks a node and
+// the node named like markup, reads the HParams table, sorts it by two columns and reads the plot.
+constexpr const char* kViewsDriver = R"js(
+const results = {};
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+const $ = (selector, root = document) => root.querySelector(selector);
+const $$ = (selector, root = document) => [...root.querySelectorAll(selector)];
+async function until(test, what) {
+  for (let i = 0; i < 100; i++) {
+    if (test()) return;
+    await sleep(50);
+  }
+  throw new Error(`gave up waiting for ${what}`);
+}
+const nodes = () => $$("#graph .graph-node");
+const click = (node) => node.dispatchEvent(new MouseEvent("click", {bubbles: true}));
+const details = () => Object.fromEntries(
+    $$("#graph .graph-table tr").map((tr) => [tr.dataset.key, $("td", tr).textContent]));
+const table = () => ({
+  head: $$("#hparams thead th").map((th) => th.textContent),
+  sort: $$("#hparams thead th").map((th) => th.getAttribute("aria-sort")),
+  rows: $$("#hparams tbody tr").map((tr) => $$("td", tr).map((td) => td.textContent)),
+});
+const header = (text) => $("button", $$("#hparams thead th").find((th) => th.textContent === text));
+
+async function drive() {
+  await until(() => document.body.dataset.state === "ready", "the board to be ready");
+  await until(() => nodes().length > 0, "the graph to be drawn");
+  results.graph = {
+    runs: $$("#graph-run option").map((o) => o.value),
+    nodes: nodes().map((n) => n.dataset.node).sort(),
+    edges: $$("#graph .graph-edge").length,
+    summary: $("#graph .graph-summary").textContent,
+    count: $('[data-count="graph"]').textContent,
+  };
+  click(nodes().find((n) => n.dataset.node === "logits"));
+  results.logits = {details: details(), selected: $$("#graph .graph-node.is-selected").map(
+      (n) => n.dataset.node), near: $$("#graph .graph-edge.is-near").length};
+  click(nodes().find((n) => n.dataset.node.startsWith("<img")));
+  results.hostile = {details: details(), heading: $("#graph .graph-node-name").textContent};
+
+  await until(() => $$("#hparams tbody tr").length > 0, "the hyperparameters");
+  results.hparams = table();
+  results.plot = {
+    points: $("#hparams .hparams-plot").dataset.points,
+    x: $("#hparams .hparams-plot").dataset.x,
+    y: $("#hparams .hparams-plot").dataset.y,
+    canvas: !!$("#hparams .hparams-plot canvas"),
+  };
+  header("lr").click();
+  results.byLr = table();
+  header("lr").click();
+  results.byLrDescending = table();
+  header("test accuracy").click();
+  results.byAccuracy = table();
+}
+
+drive().then(() => {
+  results.done = true;
+}, (e) => {
+  results.error = String((e && e.stack) || e);
+}).finally(() => {
+  results.pwned = window.__pwned === undefined ? null : String(window.__pwned);
+  const pre = document.createElement("pre");
+  pre.id = "driver-results";
+  pre.textContent = JSON.stringify(results).replace(/[\u007f-\uffff]/g,
+      (c) => "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0"));
+  document.body.append(pre);
+});
+)js";
+
+class GraphHParamsViewsTest : public BoardBrowserTest {
+ protected:
+  static void TearDownTestSuite() {
+    delete live_;
+    live_ = nullptr;
+    delete report_;
+    report_ = nullptr;
+    BoardBrowserTest::TearDownTestSuite();
+  }
+
+  static fs::path views_logdir() {
+    const fs::path dir = work() / "views";
+    if (!fs::exists(dir)) testing::write_view_runs(dir);
+    return dir;
+  }
+
+  // kViewsDriver on the live page, served by BoardServer itself.
+  static const DriverRun& live() {
+    if (live_ == nullptr) {
+      LogdirIndex index(views_logdir());
+      index.refresh();
+      const BoardApi api(index);
+      PageServer server(
+          [&](const httplib::Request& req, httplib::Response& res) {
+            std::map<std::string, std::string> query;
+            for (const auto& [name, value] : req.params) query.emplace(name, value);
+            const ApiResponse r = api.handle(req.path, query);
+            res.status = r.status;
+            res.set_content(r.body, r.content_type);
+          },
+          {{"/",
+            {"text/html; charset=utf-8",
+             with_driver(std::string(find_asset("/")->data),
+                         R"(<script type="module" src="driver.js"></script>)")}},
+           {"/driver.js", {"text/javascript; charset=utf-8", kViewsDriver}}});
+      Chromium chromium(work());
+      live_ = new DriverRun(read_driver(dump_dom(chromium, server.url())));
+    }
+    return *live_;
+  }
+
+  // kViewsDriver on the report, opened from disk.
+  static const DriverRun& report() {
+    if (report_ == nullptr) {
+      LogdirIndex index(views_logdir());
+      index.refresh();
+      const fs::path file = work() / "views_report.html";
+      std::ofstream(file) << with_driver(
+          render_report(index, {.title = "views"}),
+          "<script type=\"module\">" + std::string(kViewsDriver) + "</script>");
+      Chromium chromium(work());
+      report_ = new DriverRun(read_driver(dump_dom(chromium, "file://" + file.string())));
+    }
+    return *report_;
+  }
+
+  static inline DriverRun* live_ = nullptr;
+  static inline DriverRun* report_ = nullptr;
+};
+
+TEST_F(GraphHParamsViewsTest, TheGraphIsDrawnWithANodePerGraphNodeAndAnArrowPerInput) {
+  std::vector<std::string> expected = {"x",           "y",           "net/fc.weight",
+                                       "net/fc.bias", "global_step", "logits",
+                                       "loss",        "train",       testing::kHostileNode};
+  std::sort(expected.begin(), expected.end());
+  ASSERT_EQ(expected.size(), static_cast<size_t>(testing::kGraphNodes));
+  for (const DriverRun* run : {&live(), &report()}) {
+    const json& g = run->results["graph"];
+    ASSERT_TRUE(run->results.value("done", false)) << run->results.dump();
+    EXPECT_EQ(g["runs"], json::array({testing::kGraphRun}));
+    EXPECT_EQ(g["nodes"], json(expected));
+    EXPECT_EQ(g["edges"], testing::kGraphEdges);
+    EXPECT_EQ(g["count"], "1");
+    EXPECT_THAT(g["summary"].get<std::string>(), ::testing::StartsWith("9 nodes, 10 edges"));
+    // In the DOM: one box per node, each with its name as text.
+    const auto boxes = query_all(*run->dom, "#graph g.graph-node");
+    EXPECT_EQ(boxes.size(), expected.size());
+  }
+}
+
+TEST_F(GraphHParamsViewsTest, ClickingANodeShowsItsDetails) {
+  for (const DriverRun* run : {&live(), &report()}) {
+    const json& logits = run->results["logits"];
+    ASSERT_TRUE(logits.is_object()) << run->results.dump();
+    EXPECT_EQ(logits["selected"], json::array({"logits"}));
+    EXPECT_EQ(logits["near"], 4) << "three inputs and one reader";
+    EXPECT_EQ(logits["details"], json({{"name", "logits"},
+                                       {"op", "CppFunc"},
+                                       {"device", "/device:CPU:0"},
+                                       {"dtype", "DT_FLOAT"},
+                                       {"shape", "[[?, 10]]"},
+                                       {"inputs", "xnet/fc.weightnet/fc.bias"},
+                                       {"read by", "loss"},
+                                       {"T", "DT_FLOAT"},
+                                       {"_output_shapes", "[[?, 10]]"}}));
+  }
+}
+
+TEST_F(GraphHParamsViewsTest, TheHParamsTableHasARowPerRunWithItsValuesAndFinalMetrics) {
+  const std::string hostile = testing::kHostileValue;
+  const json head = json::array({"Run", testing::kHostileHParam, "batch", "lr", "optimizer",
+                                 "test accuracy", "loss", "Status"});
+  const json adam = {"hp/adam", hostile, "64", "0.002", "adam", "0.875", "0.5", "success"};
+  const json sgd = {"hp/sgd", hostile, "128", "0.05", "sgd", "0.8125", "0.25", "not ended"};
+  const json slow = {"hp/sgd-slow", hostile, "32", "0.01", "sgd", "0.75", "1.5", "success"};
+  for (const DriverRun* run : {&live(), &report()}) {
+    const json& r = run->results;
+    ASSERT_TRUE(r.value("done", false)) << r.dump();
+    EXPECT_EQ(r["hparams"]["head"], head);
+    EXPECT_EQ(r["hparams"]["rows"], json::array({adam, sgd, slow})) << "by run at first";
+    EXPECT_EQ(r["hparams"]["sort"][0], "ascending");
+    EXPECT_EQ(r["byLr"]["rows"], json::array({adam, slow, sgd}));
+    EXPECT_EQ(r["byLr"]["sort"][3], "ascending");
+    EXPECT_EQ(r["byLrDescending"]["rows"], json::array({sgd, slow, adam}));
+    EXPECT_EQ(r["byLrDescending"]["sort"][3], "descending");
+    EXPECT_EQ(r["byAccuracy"]["rows"], json::array({slow, sgd, adam}));
+    // The scatter plot: the first metric against the first hyperparameter, a point per run.
+    EXPECT_EQ(r["plot"], json({{"points", "3"},
+                               {"x", testing::kHostileHParam},
+                               {"y", "test accuracy"},
+                               {"canvas", true}}));
+  }
+}
+
+// A node, an op, a hyperparameter and a value named like markup: text, nothing run.
+TEST_F(GraphHParamsViewsTest, NamesFromTheGraphAndTheHParamsAreTextNeverMarkup) {
+  for (const DriverRun* run : {&live(), &report()}) {
+    const json& r = run->results;
+    ASSERT_TRUE(r.value("done", false)) << r.dump();
+    EXPECT_TRUE(r["pwned"].is_null()) << r["pwned"];
+    EXPECT_EQ(r["hostile"]["heading"], testing::kHostileNode);
+    EXPECT_EQ(r["hostile"]["details"]["op"], testing::kHostileOp);
+    EXPECT_EQ(r["hostile"]["details"][testing::kHostileHParam], testing::kHostileValue);
+    for (const char* selector : {"#graph img", "#graph script", "#hparams img", "#hparams script",
+                                 "#graph foreignobject"}) {
+      EXPECT_EQ(query(*run->dom, selector), nullptr) << selector;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace trainhooks::board

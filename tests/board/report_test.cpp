@@ -26,6 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "board/assets.h"
+#include "board/board_test_logdir.h"
 #include "trainhooks/board/board_api.h"
 #include "trainhooks/errors.h"
 #include "trainhooks/summary/event_writer.h"
@@ -115,10 +116,9 @@ TEST_F(ReportTest, InlinesThePageSoThatNothingIsFetched) {
   }
   // The only addresses are the libraries' homes (the credits' links, which the page points there
   // in a report, as no licence file sits beside it) and those in their licences. None is loaded.
-  std::set<std::string> allowed = {"https://github.com/leeoniya/uPlot",
-                                   "https://github.com/markdown-it/markdown-it",
-                                   "https://github.com/cure53/DOMPurify",
-                                   "https://github.com/dagrejs/dagre"};
+  std::set<std::string> allowed = {
+      "https://github.com/leeoniya/uPlot", "https://github.com/markdown-it/markdown-it",
+      "https://github.com/cure53/DOMPurify", "https://github.com/dagrejs/dagre"};
   for (const VendoredScript& library : kVendoredScripts) {
     allowed.merge(addresses_in(find_asset(library.licence)->data));
   }
@@ -185,6 +185,7 @@ TEST_F(ReportTest, HoldsTheResponseToEveryRequestThePageMakesAtFirstLoad) {
   for (const auto& [key, value] : responses.items()) keys.insert(key);
   EXPECT_EQ(keys, (std::set<std::string>{
                       "/api/runs",
+                      "/api/hparams",
                       "/api/scalars?run=exp%201%2Feval&tag=a%20b%2Fc",
                       "/api/scalars?run=exp%201%2Feval&tag=%3C%2Fscript%3E",
                       "/api/scalars?run=train&tag=loss",
@@ -215,6 +216,24 @@ TEST_F(ReportTest, HoldsTheResponseToEveryRequestThePageMakesAtFirstLoad) {
     const ApiResponse png =
         api.handle("/api/image", {{"run", "train"}, {"tag", tag}, {"index", "0"}});
     EXPECT_EQ(base64_decode(data_url.substr(22)), png.body);
+  }
+}
+
+TEST(ReportViewsTest, HoldsTheGraphOfEachRunWithOneAndTheHyperparameters) {
+  TempDir dir;
+  testing::write_view_runs(dir.path());
+  LogdirIndex index(dir.path());
+  index.refresh();
+  const json responses = json::parse(data_text(render_report(index, {})))["responses"];
+  const BoardApi api(index);
+  EXPECT_EQ(responses["/api/graph?run=hp%2Fadam"],
+            json::parse(api.handle("/api/graph", {{"run", "hp/adam"}}).body));
+  EXPECT_EQ(responses["/api/hparams"], json::parse(api.handle("/api/hparams", {}).body));
+  EXPECT_EQ(responses["/api/hparams"]["sessions"].size(), std::size(testing::kViewRuns));
+  for (const auto& [key, value] : responses.items()) {
+    if (key.starts_with("/api/graph")) {
+      EXPECT_EQ(key, "/api/graph?run=hp%2Fadam");
+    }
   }
 }
 

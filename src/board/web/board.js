@@ -1,5 +1,5 @@
 // The page of `trainhooks board` and `trainhooks report`: its entry module (index.html loads it
-// after uPlot, markdown-it and DOMPurify, which it uses as globals). The first load and the
+// after uPlot, markdown-it, DOMPurify and dagre, which it uses as globals). The first load and the
 // refresh loop, what is shown (runs and the tag filter), the display controls.
 //
 // Live (served by `trainhooks board`): reads the JSON API (docs/tensorboard.md) and refreshes
@@ -16,6 +16,8 @@
 //   cards.js          cards, tag groups
 //   charts.js         what plots share: axes, x coordinates, the scalar charts' y range
 //   scalars.js, distributions.js, images.js, text.js: the sections
+//   graph.js          the run's graph, laid out by dagre
+//   hparams.js        the runs' hyperparameters and final metrics: a table and a scatter plot
 //   board.js          this entry
 // They import each other as "board/<file>", which the page's import map resolves to the file
 // beside it, and the report's to the file's text (report.cpp). No bundler and no build step: the
@@ -31,6 +33,8 @@ import {syncScalarCharts, updateScalarGroups, refreshZoomedSeries} from "board/s
 import {syncHistogramCharts, updateHistogramGroups} from "board/distributions.js";
 import {syncImageCards, updateImageGroups, applyImageFilter} from "board/images.js";
 import {syncTextCards, updateTextGroups} from "board/text.js";
+import {syncGraph} from "board/graph.js";
+import {syncHParams, updateHParams} from "board/hparams.js";
 
 const REFRESH_MS = 5000;
 const KINDS = ["scalars", "histograms", "images", "text"];
@@ -111,6 +115,7 @@ async function firstLoad() {
   }
   try {
     render(result.changed);
+    result.failures.push(...await syncViews(true));
   } catch (e) {
     showError(`Could not draw the board: ${e.message}`);
     throw e;  // and to the console, with its stack
@@ -125,7 +130,11 @@ async function firstLoad() {
   await Promise.race([Promise.all(state.imageLoads), timeout]);
   state.imageLoads = [];
   state.ready = true;
-  if (!result.failures.length) document.body.setAttribute("data-state", "ready");
+  if (!result.failures.length) {
+    document.body.setAttribute("data-state", "ready");
+    // A link to a section ("#section-hparams") is followed once the section is drawn.
+    if (location.hash.length > 1) document.getElementById(location.hash.slice(1))?.scrollIntoView();
+  }
   if (REPORT) {
     setIndicator(`report generated ${fmtGenerated(REPORT.generated)}`, "report");
   } else {
@@ -138,6 +147,7 @@ async function refreshLoop() {
   try {
     const {changed, failures} = await update();
     render(changed);
+    failures.push(...await syncViews(changed.size > 0));
     if (failures.length) {
       setIndicator(`refresh incomplete ${fmtClock(new Date())}: ${failures[0].message}`, "warn");
     } else {
@@ -165,10 +175,18 @@ function render(changed) {
   applyVisibility();
 }
 
+// The graph (a run's graph is read once) and the hyperparameters (read again when any series
+// changed, for their final metrics). Returns the failures.
+async function syncViews(hparams) {
+  const settled = await Promise.allSettled([syncGraph(), hparams ? syncHParams() : null]);
+  return settled.filter((s) => s.status === "rejected").map((s) => s.reason);
+}
+
 // The runs shown changed (ticked, or the runs filter): the charts drop or add lines.
 function selectionChanged() {
   syncScalarCharts(new Set());
   syncHistogramCharts(new Set());
+  updateHParams();
   applyVisibility();
 }
 
