@@ -81,6 +81,14 @@ class HParamsView {
     };
     fill(this.metricSelect, this.json.metrics.map(metricName));
     fill(this.paramSelect, this.json.hparams.map((h) => h.name));
+    // At first, the first hyperparameter whose value differs between runs: what they compare.
+    if (!this.defaulted && this.json.sessions.length) {
+      this.defaulted = true;
+      const varies = (i) => new Set(this.json.sessions.map(
+          (s) => JSON.stringify((s.values || [])[i] ?? null))).size > 1;
+      const i = this.json.hparams.findIndex((h, k) => varies(k));
+      if (i >= 0) this.paramSelect.value = String(i);
+    }
     this.render();
   }
 
