@@ -58,9 +58,16 @@ class GraphView {
     this.shown = null;       // the run drawn
     this.selected = null;    // the node whose details are shown
     this.select.addEventListener("change", () => this.show(this.select.value));
+    const actual = el("button", {type: "button", class: "card-button graph-size",
+                                 "aria-pressed": "false", text: "actual size",
+                                 title: "Draw the graph at its actual size (else fitted)"});
+    actual.addEventListener("click", () => {
+      const on = this.canvas.classList.toggle("is-actual");
+      actual.setAttribute("aria-pressed", String(on));
+    });
     root.append(el("div", {class: "graph-controls"}, [
       el("label", {class: "control inline", for: "graph-run", text: "Run "}), this.select,
-      this.summary]),
+      this.summary, actual]),
     this.message, el("div", {class: "graph-body"}, [this.canvas, this.details]));
   }
 
@@ -136,7 +143,7 @@ class GraphView {
     }
     this.say("");
     const g = new window.dagre.graphlib.Graph();
-    g.setGraph({rankdir: "TB", nodesep: 18, ranksep: 34, marginx: 8, marginy: 8});
+    g.setGraph({rankdir: "LR", nodesep: 12, ranksep: 48, marginx: 8, marginy: 8});
     g.setDefaultEdgeLabel(() => ({}));
     for (const node of nodes) {
       const chars = Math.max(node.name.length, node.op.length + 2);

@@ -199,7 +199,7 @@ class HParamsView {
     this.plotNode.dataset.y = metric;
     const pad = xs.length === 1 ? Math.max(Math.abs(xs[0]) * 0.5, 0.5) : 0;
     const xScale = numeric ?
-        (log ? {time: false, distr: 3} :
+        (log ? {time: false, distr: 3, range: (u, lo, hi) => [lo / 1.6, hi * 1.6]} :
                {time: false, range: (u, lo, hi) => {
                  const span = hi - lo || 1;
                  return pad ? [lo - pad, hi + pad] : [lo - span * 0.08, hi + span * 0.08];
@@ -218,7 +218,7 @@ class HParamsView {
       cursor: {drag: {x: false, y: false}},
       scales: {x: xScale, y: {range: (u, lo, hi) => {
         const span = hi - lo || Math.abs(hi) * 0.1 || 1;
-        return [lo - span * 0.1, hi + span * 0.1];
+        return [lo - span * 0.2, hi + span * 0.2];
       }}},
       axes: [xAxis, {...axisBase, label: metric, size: 60,
                      values: (u, splits) => splits.map(fmtTick)}],
