@@ -746,6 +746,7 @@ async function drive() {
   results.folded = {
     expanded: $(".group-toggle", train).getAttribute("aria-expanded"),
     gridHidden: $(".grid", train).hidden,
+    gridDisplay: getComputedStyle($(".grid", train)).display,
     saved: JSON.parse(localStorage.getItem("trainhooks.board.settings")).collapsed,
   };
   $(".group-toggle", train).click();
@@ -932,6 +933,7 @@ TEST_F(BoardViewsTest, TagsAreGroupedByPrefixInFoldingGroupsThatTheFilterApplies
     EXPECT_EQ(r["filtered"], json::array({group("train", "2", {"train/acc", "train/loss"})}));
     EXPECT_EQ(r["folded"]["expanded"], "false");
     EXPECT_EQ(r["folded"]["gridHidden"], true);
+    EXPECT_EQ(r["folded"]["gridDisplay"], "none") << "a folded group's cards are not drawn";
     EXPECT_EQ(r["folded"]["saved"], json::array({std::string("scalars\0train", 13)}));
     EXPECT_EQ(r["unfolded"], true);
   }
