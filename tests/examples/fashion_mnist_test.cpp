@@ -113,6 +113,36 @@ std::map<int64_t, double> scalars(const std::string& dir, const std::string& tag
   return out;
 }
 
+// Runs the example with `args` and kills it (SIGKILL) as soon as `logdir`'s newest checkpoint is
+// `checkpoint` (e.g. "ckpt-100"), mid-way between two checkpoints; returns the step of the newest
+// checkpoint left, the one a rerun resumes from.
+int64_t kill_after_checkpoint(const std::vector<std::string>& args, const std::string& logdir,
+                              const std::string& checkpoint, const std::string& log) {
+  std::vector<std::string> argv = {kExample};
+  argv.insert(argv.end(), args.begin(), args.end());
+  {
+    th::testing::ChildProcess child(argv, log);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (std::chrono::steady_clock::now() < deadline && child.running()) {
+      auto state = th::get_checkpoint_state(logdir);
+      if (state && state->model_checkpoint_path.find(checkpoint) != std::string::npos) break;
+      child.wait(0.01);
+    }
+    child.kill_and_reap();
+  }
+  return th::load_checkpoint(logdir).global_step();
+}
+
+// The final checkpoints of two runs of `steps` steps hold the same variables bit for bit.
+void expect_same_final_variables(const std::string& a, const std::string& b, int64_t steps) {
+  auto x = th::load_checkpoint(a), y = th::load_checkpoint(b);
+  EXPECT_EQ(x.global_step(), steps);
+  EXPECT_EQ(y.global_step(), steps);
+  ASSERT_EQ(x.variable_names(), y.variable_names());
+  for (const auto& name : x.variable_names())
+    EXPECT_TRUE(at::equal(x.get_tensor(name), y.get_tensor(name))) << name;
+}
+
 class FashionMnistExampleTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -227,12 +257,7 @@ TEST_F(FashionMnistExampleTest, AnInterruptedRunContinuesTheSameSchedule) {
     EXPECT_EQ(a.size(), static_cast<size_t>(steps)) << tag;
     EXPECT_EQ(a, b) << tag;
   }
-  auto x = th::load_checkpoint(straight), y = th::load_checkpoint(resumed);
-  EXPECT_EQ(x.global_step(), steps);
-  EXPECT_EQ(y.global_step(), steps);
-  ASSERT_EQ(x.variable_names(), y.variable_names());
-  for (const auto& name : x.variable_names())
-    EXPECT_TRUE(at::equal(x.get_tensor(name), y.get_tensor(name))) << name;
+  expect_same_final_variables(straight, resumed, steps);
 }
 
 // --ema: the averages are checkpoint variables of their own, a run killed (SIGKILL) mid-way
@@ -249,19 +274,8 @@ TEST_F(FashionMnistExampleTest, MovingAveragesResumeBitForBitAfterAKill) {
   ASSERT_EQ(exit_code(r.status), 0) << read_file(dir.file("straight.txt"));
 
   const std::string resumed = dir.file("resumed");
-  {
-    auto argv = with(resumed);
-    argv.insert(argv.begin(), kExample);
-    th::testing::ChildProcess child(argv, dir.file("killed.txt"));
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-    while (std::chrono::steady_clock::now() < deadline && child.running()) {
-      auto state = th::get_checkpoint_state(resumed);
-      if (state && state->model_checkpoint_path.find("ckpt-100") != std::string::npos) break;
-      child.wait(0.01);
-    }
-    child.kill_and_reap();
-  }
-  const int64_t killed_at = th::load_checkpoint(resumed).global_step();
+  const int64_t killed_at =
+      kill_after_checkpoint(with(resumed), resumed, "ckpt-100", dir.file("killed.txt"));
   ASSERT_GT(killed_at, 0);
   ASSERT_LT(killed_at, steps) << "the run ended before the kill: make it longer";
   auto other = run_example(args(resumed, steps), dir.file("other.txt"));
@@ -304,19 +318,8 @@ TEST_F(FashionMnistExampleTest, GradientAccumulationResumesBitForBitAfterAKill) 
   EXPECT_THAT(fmt::format("{}", fmt::join(r.lines, "\n")), ContainsRegex("11\\.[23] epochs"));
 
   const std::string resumed = dir.file("resumed");
-  {
-    auto argv = with(resumed);
-    argv.insert(argv.begin(), kExample);
-    th::testing::ChildProcess child(argv, dir.file("killed.txt"));
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-    while (std::chrono::steady_clock::now() < deadline && child.running()) {
-      auto state = th::get_checkpoint_state(resumed);
-      if (state && state->model_checkpoint_path.find("ckpt-40") != std::string::npos) break;
-      child.wait(0.01);
-    }
-    child.kill_and_reap();
-  }
-  const int64_t killed_at = th::load_checkpoint(resumed).global_step();
+  const int64_t killed_at =
+      kill_after_checkpoint(with(resumed), resumed, "ckpt-40", dir.file("killed.txt"));
   ASSERT_GT(killed_at, 0);
   ASSERT_LT(killed_at, steps) << "the run ended before the kill: make it longer";
   auto other = run_example(args(resumed, steps), dir.file("other.txt"));
@@ -337,12 +340,7 @@ TEST_F(FashionMnistExampleTest, GradientAccumulationResumesBitForBitAfterAKill) 
     if (step > killed_at) ++after_resume;
   }
   EXPECT_GE(after_resume, (steps - killed_at) / 10);
-  auto x = th::load_checkpoint(straight), y = th::load_checkpoint(resumed);
-  EXPECT_EQ(x.global_step(), steps);
-  EXPECT_EQ(y.global_step(), steps);
-  ASSERT_EQ(x.variable_names(), y.variable_names());
-  for (const auto& name : x.variable_names())
-    EXPECT_TRUE(at::equal(x.get_tensor(name), y.get_tensor(name))) << name;
+  expect_same_final_variables(straight, resumed, steps);
 }
 
 // --num-workers: threads make the training batches ahead, random flips included, and the run is
@@ -361,19 +359,8 @@ TEST_F(FashionMnistExampleTest, WorkersAheadTrainTheSameAndResumeBitForBitAfterA
   ASSERT_EQ(exit_code(r.status), 0) << read_file(dir.file("straight.txt"));
 
   const std::string resumed = dir.file("resumed");
-  {
-    auto argv = with(resumed, {"--num-workers", "2"});
-    argv.insert(argv.begin(), kExample);
-    th::testing::ChildProcess child(argv, dir.file("killed.txt"));
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-    while (std::chrono::steady_clock::now() < deadline && child.running()) {
-      auto state = th::get_checkpoint_state(resumed);
-      if (state && state->model_checkpoint_path.find("ckpt-100") != std::string::npos) break;
-      child.wait(0.01);
-    }
-    child.kill_and_reap();
-  }
-  const int64_t killed_at = th::load_checkpoint(resumed).global_step();
+  const int64_t killed_at = kill_after_checkpoint(with(resumed, {"--num-workers", "2"}), resumed,
+                                                  "ckpt-100", dir.file("killed.txt"));
   ASSERT_GT(killed_at, 0);
   ASSERT_LT(killed_at, steps) << "the run ended before the kill: make it longer";
   auto again =
@@ -382,33 +369,42 @@ TEST_F(FashionMnistExampleTest, WorkersAheadTrainTheSameAndResumeBitForBitAfterA
   EXPECT_THAT(fmt::format("{}", fmt::join(again.lines, "\n")),
               HasSubstr(fmt::format("Resumed at step {}", killed_at)));
 
-  auto x = th::load_checkpoint(straight), y = th::load_checkpoint(resumed);
-  EXPECT_EQ(x.global_step(), steps);
-  EXPECT_EQ(y.global_step(), steps);
-  ASSERT_EQ(x.variable_names(), y.variable_names());
-  for (const auto& name : x.variable_names())
-    EXPECT_TRUE(at::equal(x.get_tensor(name), y.get_tensor(name))) << name;
-  EXPECT_EQ(x.input_positions(), y.input_positions());
+  expect_same_final_variables(straight, resumed, steps);
+  EXPECT_EQ(th::load_checkpoint(straight).input_positions(),
+            th::load_checkpoint(resumed).input_positions());
 }
 
-// --precision bf16-mixed: the forward passes in bfloat16, the checkpoint's variables float32.
-TEST_F(FashionMnistExampleTest, MixedPrecisionTrainsAndCheckpointsFloat32) {
-  const std::string logdir = dir.file("run");
-  auto a = args(logdir, 60);
-  a.insert(a.end(), {"--precision", "bf16-mixed", "--summary-steps", "10"});
-  auto r = run_example(a, dir.file("err.txt"));
-  ASSERT_EQ(exit_code(r.status), 0) << read_file(dir.file("err.txt"));
+// --precision bf16-mixed: the forward passes in bfloat16, the checkpoint's variables float32, and a
+// run killed (SIGKILL) mid-way continues bit for bit from its newest checkpoint.
+TEST_F(FashionMnistExampleTest, MixedPrecisionCheckpointsFloat32AndResumesBitForBitAfterAKill) {
+  const int64_t steps = 120;
+  auto with = [&](const std::string& logdir) {
+    auto a = args(logdir, steps);
+    a.insert(a.end(), {"--precision", "bf16-mixed", "--summary-steps", "10", "--save-steps", "20"});
+    return a;
+  };
+  const std::string straight = dir.file("straight");
+  auto r = run_example(with(straight), dir.file("straight.txt"));
+  ASSERT_EQ(exit_code(r.status), 0) << read_file(dir.file("straight.txt"));
   EXPECT_THAT(r.lines.back(), HasSubstr("Final test accuracy: "));
-  auto ckpt = th::load_checkpoint(logdir);
-  EXPECT_EQ(ckpt.global_step(), 60);
+  auto ckpt = th::load_checkpoint(straight);
   for (const auto& name : ckpt.variable_names()) {
     if (name.starts_with("net/")) {
       EXPECT_EQ(ckpt.get_tensor(name).scalar_type(), at::kFloat) << name;
     }
   }
-  const auto losses = scalars(logdir, "loss");
+  const auto losses = scalars(straight, "loss");
   ASSERT_FALSE(losses.empty());
   EXPECT_LT(losses.rbegin()->second, losses.begin()->second);  // it trained
+
+  const std::string resumed = dir.file("resumed");
+  const int64_t killed_at =
+      kill_after_checkpoint(with(resumed), resumed, "ckpt-40", dir.file("killed.txt"));
+  ASSERT_GT(killed_at, 0);
+  ASSERT_LT(killed_at, steps) << "the run ended before the kill: make it longer";
+  auto again = run_example(with(resumed), dir.file("again.txt"));
+  ASSERT_EQ(exit_code(again.status), 0) << read_file(dir.file("again.txt"));
+  expect_same_final_variables(straight, resumed, steps);
 }
 
 TEST_F(FashionMnistExampleTest, TheTimeLimitStopsWithACheckpointAndARerunContinues) {
