@@ -844,57 +844,67 @@ DriverRun read_driver(std::unique_ptr<Node> dom) {
   return run;
 }
 
-class BoardViewsTest : public BoardBrowserTest {
+// Fixtures whose tests read what a driver script found on the live page and on the report.
+class BoardDriverTest : public BoardBrowserTest {
+ protected:
+  // `driver` run on the live page over `logdir`, served by a server that answers the API as
+  // BoardServer does.
+  static DriverRun drive_live(const fs::path& logdir, const char* driver) {
+    LogdirIndex index(logdir);
+    index.refresh();
+    const BoardApi api(index);
+    PageServer server(
+        [&](const httplib::Request& req, httplib::Response& res) {
+          std::map<std::string, std::string> query;
+          for (const auto& [name, value] : req.params) query.emplace(name, value);
+          const ApiResponse r = api.handle(req.path, query);
+          res.status = r.status;
+          res.set_content(r.body, r.content_type);
+          if (!r.content_disposition.empty()) {
+            res.set_header("Content-Disposition", r.content_disposition);
+          }
+        },
+        {{"/",
+          {"text/html; charset=utf-8",
+           with_driver(std::string(find_asset("/")->data),
+                       R"(<script type="module" src="driver.js"></script>)")}},
+         {"/driver.js", {"text/javascript; charset=utf-8", driver}}});
+    Chromium chromium(work());
+    return read_driver(dump_dom(chromium, server.url()));
+  }
+
+  // `driver` run on the report of `logdir`, opened from disk.
+  static DriverRun drive_report(const fs::path& logdir, const std::string& title,
+                                const char* driver) {
+    LogdirIndex index(logdir);
+    index.refresh();
+    const fs::path file = work() / (title + "_report.html");
+    std::ofstream(file) << with_driver(
+        render_report(index, {.title = title}),
+        "<script type=\"module\">" + std::string(driver) + "</script>");
+    Chromium chromium(work());
+    return read_driver(dump_dom(chromium, "file://" + file.string()));
+  }
+};
+
+class BoardViewsTest : public BoardDriverTest {
  protected:
   static void TearDownTestSuite() {
     delete live_;
     live_ = nullptr;
     delete report_;
     report_ = nullptr;
-    BoardBrowserTest::TearDownTestSuite();
+    BoardDriverTest::TearDownTestSuite();
   }
 
-  // The driver on the live page over features_logdir(), served by a server that answers the API
-  // as BoardServer does (once per test program).
+  // The driver on the live page over features_logdir() and on its report (once per test program).
   static const DriverRun& live() {
-    if (live_ == nullptr) {
-      LogdirIndex index(features_logdir());
-      index.refresh();
-      const BoardApi api(index);
-      PageServer server(
-          [&](const httplib::Request& req, httplib::Response& res) {
-            std::map<std::string, std::string> query;
-            for (const auto& [name, value] : req.params) query.emplace(name, value);
-            const ApiResponse r = api.handle(req.path, query);
-            res.status = r.status;
-            res.set_content(r.body, r.content_type);
-            if (!r.content_disposition.empty()) {
-              res.set_header("Content-Disposition", r.content_disposition);
-            }
-          },
-          {{"/",
-            {"text/html; charset=utf-8",
-             with_driver(std::string(find_asset("/")->data),
-                         R"(<script type="module" src="driver.js"></script>)")}},
-           {"/driver.js", {"text/javascript; charset=utf-8", kDriver}}});
-      Chromium chromium(work());
-      live_ = new DriverRun(read_driver(dump_dom(chromium, server.url())));
-    }
+    if (live_ == nullptr) live_ = new DriverRun(drive_live(features_logdir(), kDriver));
     return *live_;
   }
-
-  // The driver on the report of features_logdir(), opened from disk.
   static const DriverRun& report() {
-    if (report_ == nullptr) {
-      LogdirIndex index(features_logdir());
-      index.refresh();
-      const fs::path file = work() / "features_report.html";
-      std::ofstream(file) << with_driver(
-          render_report(index, {.title = "features"}),
-          "<script type=\"module\">" + std::string(kDriver) + "</script>");
-      Chromium chromium(work());
-      report_ = new DriverRun(read_driver(dump_dom(chromium, "file://" + file.string())));
-    }
+    if (report_ == nullptr)
+      report_ = new DriverRun(drive_report(features_logdir(), "features", kDriver));
     return *report_;
   }
 
@@ -1136,14 +1146,14 @@ drive().then(() => {
 });
 )js";
 
-class GraphHParamsViewsTest : public BoardBrowserTest {
+class GraphHParamsViewsTest : public BoardDriverTest {
  protected:
   static void TearDownTestSuite() {
     delete live_;
     live_ = nullptr;
     delete report_;
     report_ = nullptr;
-    BoardBrowserTest::TearDownTestSuite();
+    BoardDriverTest::TearDownTestSuite();
   }
 
   static fs::path views_logdir() {
@@ -1152,43 +1162,14 @@ class GraphHParamsViewsTest : public BoardBrowserTest {
     return dir;
   }
 
-  // kViewsDriver on the live page, served by BoardServer itself.
+  // kViewsDriver on the live page over views_logdir() and on its report.
   static const DriverRun& live() {
-    if (live_ == nullptr) {
-      LogdirIndex index(views_logdir());
-      index.refresh();
-      const BoardApi api(index);
-      PageServer server(
-          [&](const httplib::Request& req, httplib::Response& res) {
-            std::map<std::string, std::string> query;
-            for (const auto& [name, value] : req.params) query.emplace(name, value);
-            const ApiResponse r = api.handle(req.path, query);
-            res.status = r.status;
-            res.set_content(r.body, r.content_type);
-          },
-          {{"/",
-            {"text/html; charset=utf-8",
-             with_driver(std::string(find_asset("/")->data),
-                         R"(<script type="module" src="driver.js"></script>)")}},
-           {"/driver.js", {"text/javascript; charset=utf-8", kViewsDriver}}});
-      Chromium chromium(work());
-      live_ = new DriverRun(read_driver(dump_dom(chromium, server.url())));
-    }
+    if (live_ == nullptr) live_ = new DriverRun(drive_live(views_logdir(), kViewsDriver));
     return *live_;
   }
-
-  // kViewsDriver on the report, opened from disk.
   static const DriverRun& report() {
-    if (report_ == nullptr) {
-      LogdirIndex index(views_logdir());
-      index.refresh();
-      const fs::path file = work() / "views_report.html";
-      std::ofstream(file) << with_driver(
-          render_report(index, {.title = "views"}),
-          "<script type=\"module\">" + std::string(kViewsDriver) + "</script>");
-      Chromium chromium(work());
-      report_ = new DriverRun(read_driver(dump_dom(chromium, "file://" + file.string())));
-    }
+    if (report_ == nullptr)
+      report_ = new DriverRun(drive_report(views_logdir(), "views", kViewsDriver));
     return *report_;
   }
 
