@@ -68,22 +68,29 @@ void transform_gradients(TrainOp& op, std::string_view train_op) {
 
 namespace {
 
-void check_loss(const at::Tensor& loss, const TrainStepNames& names) {
+// Called when check_loss() fails: a loss that is not a scalar, or that records no gradient.
+[[noreturn, gnu::cold, gnu::noinline]] void loss_error(const at::Tensor& loss,
+                                                       const TrainStepNames& names) {
   if (!loss.defined() || loss.numel() != 1) {
     throw InvalidArgument(fmt::format("train op '{}': loss '{}' must be a scalar, got shape {}",
                                       names.train_op, names.loss,
                                       loss.defined() ? format_shape(loss.sizes()) : "undefined"));
   }
-  if (!loss.requires_grad()) {
-    throw FailedPreconditionError(fmt::format(
-        "train op '{}': loss '{}' does not depend on any trainable variable through operations "
-        "that record gradients",
-        names.train_op, names.loss));
-  }
+  throw FailedPreconditionError(fmt::format(
+      "train op '{}': loss '{}' does not depend on any trainable variable through operations "
+      "that record gradients",
+      names.train_op, names.loss));
+}
+
+// Inlined in both steps, with the messages out of line: a call per step costs as much as the test.
+[[gnu::always_inline]] inline void check_loss(const at::Tensor& loss, const TrainStepNames& names) {
+  if (!loss.defined() || loss.numel() != 1 || !loss.requires_grad()) [[unlikely]]
+    loss_error(loss, names);
 }
 
 // After the gradients are in the variables' .grad: the transforms, the optimizer, the step.
-void apply_gradients(TrainOp& op, const TrainStepNames& names, int64_t& global_step) {
+[[gnu::always_inline]] inline void apply_gradients(TrainOp& op, const TrainStepNames& names,
+                                                   int64_t& global_step) {
   if (op.grad_accumulators.empty()) {
     for (const auto& p : op.params) {
       if (p.is_leaf() && p.requires_grad())

@@ -274,4 +274,27 @@ TEST(TrainOpTest, MinimizeRejectsAnEmptyTransform) {
             "minimize 't': gradient_transforms[0] is empty");
 }
 
+// A loss that is not a scalar, or that records no gradient, is refused before anything changes,
+// in one step or in a window of micro-batches.
+TEST(TrainOpTest, ALossThatIsNotAScalarOrRecordsNoGradientIsRefusedNamingIt) {
+  for (int64_t k : {1, 2}) {
+    th::Graph g;
+    auto w = g.variable("w", torch::tensor({1.0f, 2.0f}));
+    auto vector_loss = g.op("vector_loss", [=](th::Run& r) { return r[w] * 2; });
+    auto constant_loss = g.op("constant_loss", [](th::Run&) { return torch::tensor(1.0f); });
+    auto t1 = g.minimize("t1", vector_loss, th::sgd(0.1), {.accumulate_steps = k});
+    auto t2 = g.minimize("t2", constant_loss, th::sgd(0.1), {.accumulate_steps = k});
+    th::Session s(g);
+    EXPECT_THAT(th::testing::error_message<th::InvalidArgument>([&] { s.run(t1); }),
+                HasSubstr("train op 't1': loss 'vector_loss' must be a scalar, got shape [2]"))
+        << "K = " << k;
+    EXPECT_THAT(th::testing::error_message<th::FailedPreconditionError>([&] { s.run(t2); }),
+                HasSubstr("train op 't2': loss 'constant_loss' does not depend on any trainable "
+                          "variable through operations that record gradients"))
+        << "K = " << k;
+    EXPECT_TRUE(torch::equal(g.variable_value(w), torch::tensor({1.0f, 2.0f})));
+    EXPECT_EQ(g.global_step_value(), 0);
+  }
+}
+
 }  // namespace
