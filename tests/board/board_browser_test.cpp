@@ -698,12 +698,30 @@ TEST_F(BoardBrowserTest, RefreshRequestsOnlyTheSeriesThatGrew) {
 
 // ---- What a user does with the views ---------------------------------------------------------
 
+// The end of each driver script (kDriver, kViewsDriver): runs its drive() and writes what it found,
+// or its error, into the page as #driver-results (ASCII only, so that the dump's text reads back
+// byte for byte).
+constexpr const char* kDriverFinish = R"js(
+drive().then(() => {
+  results.done = true;
+}, (e) => {
+  results.error = String((e && e.stack) || e);
+}).finally(() => {
+  results.pwned = window.__pwned === undefined ? null : String(window.__pwned);
+  const pre = document.createElement("pre");
+  pre.id = "driver-results";
+  pre.textContent = JSON.stringify(results).replace(/[\u007f-\uffff]/g,
+      (c) => "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0"));
+  document.body.append(pre);
+});
+)js";
+
 // A script run in the page after the board's own, acting as a user would: it waits until the
 // board is ready, then types in the filters, folds a group, ticks "Ignore outliers", fetches a
 // download link, enlarges a chart, moves the images' sliders, and writes what it saw, as JSON,
 // into <pre id="driver-results"> for the DOM dump. Every wait is bounded (in the page's virtual
 // time); a failure is written there too.
-constexpr const char* kDriver = R"js(
+const std::string kDriver = std::string(R"js(
 const results = {};
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const $ = (selector, root = document) => root.querySelector(selector);
@@ -806,20 +824,7 @@ async function drive() {
   type("run-filter", "");
 }
 
-drive().then(() => {
-  results.done = true;
-}, (e) => {
-  results.error = String((e && e.stack) || e);
-}).finally(() => {
-  results.pwned = window.__pwned === undefined ? null : String(window.__pwned);
-  const pre = document.createElement("pre");
-  pre.id = "driver-results";
-  // ASCII only, so that the dump's text reads back byte for byte.
-  pre.textContent = JSON.stringify(results).replace(/[\u007f-\uffff]/g,
-      (c) => "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0"));
-  document.body.append(pre);
-});
-)js";
+)js") + kDriverFinish;
 
 struct DriverRun {
   nlohmann::json results;
@@ -849,7 +854,7 @@ class BoardDriverTest : public BoardBrowserTest {
  protected:
   // `driver` run on the live page over `logdir`, served by a server that answers the API as
   // BoardServer does.
-  static DriverRun drive_live(const fs::path& logdir, const char* driver) {
+  static DriverRun drive_live(const fs::path& logdir, const std::string& driver) {
     LogdirIndex index(logdir);
     index.refresh();
     const BoardApi api(index);
@@ -875,13 +880,12 @@ class BoardDriverTest : public BoardBrowserTest {
 
   // `driver` run on the report of `logdir`, opened from disk.
   static DriverRun drive_report(const fs::path& logdir, const std::string& title,
-                                const char* driver) {
+                                const std::string& driver) {
     LogdirIndex index(logdir);
     index.refresh();
     const fs::path file = work() / (title + "_report.html");
-    std::ofstream(file) << with_driver(
-        render_report(index, {.title = title}),
-        "<script type=\"module\">" + std::string(driver) + "</script>");
+    std::ofstream(file) << with_driver(render_report(index, {.title = title}),
+                                       "<script type=\"module\">" + driver + "</script>");
     Chromium chromium(work());
     return read_driver(dump_dom(chromium, "file://" + file.string()));
   }
@@ -1077,7 +1081,7 @@ TEST_F(BoardViewsTest, TextIsMarkdownAndNothingFromTheLogsRunsInTheReport) {
 
 // As kDriver, on the log directory of write_view_runs(): reads the drawn graph, clicks a node and
 // the node named like markup, reads the HParams table, sorts it by two columns and reads the plot.
-constexpr const char* kViewsDriver = R"js(
+const std::string kViewsDriver = std::string(R"js(
 const results = {};
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const $ = (selector, root = document) => root.querySelector(selector);
@@ -1132,19 +1136,7 @@ async function drive() {
   results.byAccuracy = table();
 }
 
-drive().then(() => {
-  results.done = true;
-}, (e) => {
-  results.error = String((e && e.stack) || e);
-}).finally(() => {
-  results.pwned = window.__pwned === undefined ? null : String(window.__pwned);
-  const pre = document.createElement("pre");
-  pre.id = "driver-results";
-  pre.textContent = JSON.stringify(results).replace(/[\u007f-\uffff]/g,
-      (c) => "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0"));
-  document.body.append(pre);
-});
-)js";
+)js") + kDriverFinish;
 
 class GraphHParamsViewsTest : public BoardDriverTest {
  protected:
