@@ -698,7 +698,23 @@ TEST_F(BoardBrowserTest, RefreshRequestsOnlyTheSeriesThatGrew) {
 
 // ---- What a user does with the views ---------------------------------------------------------
 
-// The end of each driver script (kDriver, kViewsDriver): runs its drive() and writes what it found,
+// The beginning of each driver script (kDriver, kViewsDriver): what it finds, and waits bounded
+// in the page's virtual time.
+constexpr const char* kDriverStart = R"js(
+const results = {};
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+const $ = (selector, root = document) => root.querySelector(selector);
+const $$ = (selector, root = document) => [...root.querySelectorAll(selector)];
+async function until(test, what) {
+  for (let i = 0; i < 100; i++) {
+    if (test()) return;
+    await sleep(50);
+  }
+  throw new Error(`gave up waiting for ${what}`);
+}
+)js";
+
+// The end of each driver script: runs its drive() and writes what it found,
 // or its error, into the page as #driver-results (ASCII only, so that the dump's text reads back
 // byte for byte).
 constexpr const char* kDriverFinish = R"js(
@@ -721,18 +737,7 @@ drive().then(() => {
 // download link, enlarges a chart, moves the images' sliders, and writes what it saw, as JSON,
 // into <pre id="driver-results"> for the DOM dump. Every wait is bounded (in the page's virtual
 // time); a failure is written there too.
-const std::string kDriver = std::string(R"js(
-const results = {};
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-const $ = (selector, root = document) => root.querySelector(selector);
-const $$ = (selector, root = document) => [...root.querySelectorAll(selector)];
-async function until(test, what) {
-  for (let i = 0; i < 100; i++) {
-    if (test()) return;
-    await sleep(50);
-  }
-  throw new Error(`gave up waiting for ${what}`);
-}
+const std::string kDriver = kDriverStart + std::string(R"js(
 function type(id, value) {
   const input = document.getElementById(id);
   input.value = value;
@@ -1081,18 +1086,7 @@ TEST_F(BoardViewsTest, TextIsMarkdownAndNothingFromTheLogsRunsInTheReport) {
 
 // As kDriver, on the log directory of write_view_runs(): reads the drawn graph, clicks a node and
 // the node named like markup, reads the HParams table, sorts it by two columns and reads the plot.
-const std::string kViewsDriver = std::string(R"js(
-const results = {};
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-const $ = (selector, root = document) => root.querySelector(selector);
-const $$ = (selector, root = document) => [...root.querySelectorAll(selector)];
-async function until(test, what) {
-  for (let i = 0; i < 100; i++) {
-    if (test()) return;
-    await sleep(50);
-  }
-  throw new Error(`gave up waiting for ${what}`);
-}
+const std::string kViewsDriver = kDriverStart + std::string(R"js(
 const nodes = () => $$("#graph .graph-node");
 const click = (node) => node.dispatchEvent(new MouseEvent("click", {bubbles: true}));
 const details = () => Object.fromEntries(
