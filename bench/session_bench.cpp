@@ -4,9 +4,9 @@
 //   session_bench [benchmark flags]                 the micro and end-to-end benchmarks
 //   session_bench --seed-steps=N --mode=MODE        trains the seed model N steps and exits;
 //                                                   MODE: raw | raw_keep | raw_keep_value |
-//                                                   seed_hook | seed_hook_value | mts | mts_into |
-//                                                   session. Instruction counts of N and 3N
-//                                                   steps give the per-step cost
+//                                                   raw_keep_none | seed_hook | seed_hook_value |
+//                                                   mts | mts_into | session. Instruction counts of
+//                                                   N and 3N steps give the per-step cost
 //                                                   (scripts/bench.sh).
 //   session_bench --seed-steps=N --mode=MODE --n=K  runs a micro benchmark's loop N times: MODE
 //                                                   chain | direct (K nodes), idle_hooks (K hooks).
@@ -213,14 +213,23 @@ struct RawLoop {
   bool record_value = false;
   std::vector<float> loss_values;
 
-  explicit RawLoop(const SeedData& d, bool keep = false, bool value = false)
-      : data(d), keep_last_loss(keep), record_value(value) {
+  // Drops the gradients instead of zeroing them (PyTorch's zero_grad(set_to_none)), as the
+  // library's train op does: the same step, to tell the library's bookkeeping from that saving.
+  bool drop_grads = false;
+
+  explicit RawLoop(const SeedData& d, bool keep = false, bool value = false, bool drop = false)
+      : data(d), keep_last_loss(keep), record_value(value), drop_grads(drop) {
     if (record_value) loss_values.reserve(1 << 20);  // as LossHook
   }
   void step() {
     at::Tensor y_pred = data.xs * W + b;
     at::Tensor loss = (y_pred - data.ys).square().mean();
-    optimizer.zero_grad();
+    if (drop_grads) {
+      W.mutable_grad().reset();
+      b.mutable_grad().reset();
+    } else {
+      optimizer.zero_grad();
+    }
     loss.backward();
     optimizer.step();
     ++step_count;
@@ -472,8 +481,8 @@ int micro_driver(int64_t steps, std::string_view mode, int64_t n) {
 
 int seed_driver(int64_t steps, std::string_view mode) {
   SeedData data;
-  if (mode == "raw" || mode == "raw_keep" || mode == "raw_keep_value") {
-    RawLoop raw(data, mode != "raw", mode == "raw_keep_value");
+  if (mode == "raw" || mode == "raw_keep" || mode == "raw_keep_value" || mode == "raw_keep_none") {
+    RawLoop raw(data, mode != "raw", mode == "raw_keep_value", mode == "raw_keep_none");
     for (int64_t i = 0; i < steps; ++i) raw.step();
     std::printf("raw: %lld steps, W = %f\n", static_cast<long long>(raw.step_count),
                 raw.W.item<float>());
@@ -498,7 +507,8 @@ int seed_driver(int64_t steps, std::string_view mode) {
                 bare.g.variable_value(bare.W).item<float>());
   } else {
     std::fprintf(stderr,
-                 "unknown --mode=%s (raw, raw_keep, raw_keep_value, seed_hook, seed_hook_value, "
+                 "unknown --mode=%s (raw, raw_keep, raw_keep_value, raw_keep_none, seed_hook, "
+                 "seed_hook_value, "
                  "mts, mts_into or session)\n",
                  std::string(mode).c_str());
     return 2;

@@ -437,6 +437,13 @@ class Table:
                               "seed's MyHook) against the loop recording it too, instructions",
                               f"{value / keep_value:.4f}: {num(value)} / {num(keep_value)} ({exact})",
                               stages)
+            if "raw_keep_none" in ips:
+                none = ips["raw_keep_none"][0]
+                self.reported("seed_instructions",
+                              "the same against the loop that also drops its gradients instead of "
+                              "zeroing them (`raw_keep_none`, as the library's train op does): the "
+                              "library's bookkeeping alone, instructions",
+                              f"{seed / none:.4f}: {num(seed)} / {num(none)} ({exact})", stages)
             # Callgrind's event order with --cache-sim=yes --branch-sim=yes.
             names = ["Ir", "Dr", "Dw", "I1mr", "D1mr", "D1mw", "ILmr", "DLmr", "DLmw", "Bc", "Bcm",
                      "Bi", "Bim"]

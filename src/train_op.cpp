@@ -102,12 +102,24 @@ namespace {
   ++global_step;
 }
 
+// Instead of Optimizer::zero_grad(), which zeroes each gradient in place (detach_ and zero_, then
+// backward adds into it): the gradients are dropped, and backward hands each variable the
+// gradient it computed, without a copy or an addition (what PyTorch's zero_grad(set_to_none)
+// does, its default since 2.0). For the seed's model this is about 10 000 instructions less per
+// step than zeroing; for a large one, a pass over every gradient's memory less. A variable the
+// loss does not reach in a step then has no gradient, and the optimizer leaves it, and its
+// state, as it is: TF's apply_gradients skips a variable whose gradient is None the same way.
+[[gnu::always_inline]] inline void release_gradients(TrainOp& op) {
+  for (auto& group : op.optimizer->param_groups())
+    for (auto& p : group.params()) p.mutable_grad().reset();
+}
+
 }  // namespace
 
 void run_train_step(TrainOp& op, const at::Tensor& loss, const TrainStepNames& names,
                     int64_t& global_step) {
   check_loss(loss, names);
-  op.optimizer->zero_grad();
+  release_gradients(op);
   loss.backward();
   apply_gradients(op, names, global_step);
 }
@@ -117,7 +129,7 @@ at::Tensor run_accumulating_train_step(
     const TrainStepNames& names, int64_t& global_step) {
   const int64_t k_steps = op.accumulate_steps;
   const double scale = 1.0 / static_cast<double>(k_steps);
-  op.optimizer->zero_grad();
+  release_gradients(op);
   at::Tensor sum;
   for (int64_t k = 0; k < k_steps; ++k) {
     const at::Tensor& loss = micro_batch_loss(k);

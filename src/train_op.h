@@ -1,6 +1,6 @@
 // A train op made by Graph::minimize, and its step, which the evaluator runs when the train op is
 // evaluated (session.cpp only dispatches to it):
-//   check the loss (a scalar that records gradients) -> zero_grad -> loss.backward() ->
+//   check the loss (a scalar that records gradients) -> drop the gradients -> loss.backward() ->
 //   the gradient transforms in order (gradient_transforms.h) -> optimizer step -> ++global_step
 // With gradient accumulation the middle part repeats for each micro-batch: check and
 // (loss / K).backward(), K times, gradients adding up in the variables' .grad.

@@ -1,5 +1,5 @@
-// The train op's step (src/train_op.cpp): zero_grad -> backward -> gradient transforms in order
-// -> optimizer step -> ++global_step, through Graph::minimize and Session::run.
+// The train op's step (src/train_op.cpp): drop the gradients -> backward -> gradient transforms
+// in order -> optimizer step -> ++global_step, through Graph::minimize and Session::run.
 #include <ATen/ATen.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -222,6 +222,39 @@ TEST(TrainOpTest, AVariableTheLossDoesNotReachHasAnUndefinedGradient) {
   EXPECT_THAT(defined, ElementsAre(true, false));
   EXPECT_FLOAT_EQ(g.variable_value(a).item<float>(), 0.5f);
   EXPECT_FLOAT_EQ(g.variable_value(b).item<float>(), 1.0f);
+}
+
+// TF's apply_gradients skips a variable whose gradient is None in that step: its value and its
+// slots (momentum) stay as they are. Each step starts with no gradients (dropped, not zeroed), so
+// a variable the loss reached in the last step but not in this one is left alone too, where
+// zeroed gradients would have let momentum and weight decay move it.
+TEST(TrainOpTest, AVariableTheLossReachedBeforeButNotInThisStepIsNotUpdated) {
+  th::Graph g;
+  auto a = g.variable("a", torch::tensor({1.0f}));
+  auto b = g.variable("b", torch::tensor({1.0f}));
+  bool use_b = true;
+  auto loss = g.op("loss", [&, a, b](th::Run& r) {
+    return use_b ? (r[a] * 2).sum() + (r[b] * 3).sum() : (r[a] * 2).sum();
+  });
+  std::vector<bool> defined;
+  auto train = g.minimize("train", loss, th::sgd(0.5, {.momentum = 0.9, .weight_decay = 0.1}),
+                          {.gradient_transforms = {[&](std::span<at::Tensor> grads) {
+                             for (const auto& t : grads) defined.push_back(t.defined());
+                           }}});
+  th::Session s(g);
+  s.run(train);
+  const float b_after_first = g.variable_value(b).item<float>();
+  EXPECT_FLOAT_EQ(b_after_first, 1.0f - 0.5f * (3.0f + 0.1f * 1.0f));
+  use_b = false;
+  const float a_before = g.variable_value(a).item<float>();
+  s.run(train);
+  s.run(train);
+  EXPECT_THAT(defined, ElementsAre(true, true, true, false, true, false));
+  EXPECT_EQ(g.variable_value(b).item<float>(), b_after_first);
+  EXPECT_LT(g.variable_value(a).item<float>(), a_before);  // a goes on training
+  // The gradient a step computed stays readable until the next step begins.
+  EXPECT_FLOAT_EQ(g.variable_value(a).grad().item<float>(), 2.0f);
+  EXPECT_FALSE(g.variable_value(b).grad().defined());
 }
 
 TEST(TrainOpTest, WithoutTransformsAStepIsBitIdenticalToAHandWrittenOne) {

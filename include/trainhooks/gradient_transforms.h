@@ -7,7 +7,7 @@
 // entry becomes its variable's gradient (a replacement must have the variable's shape and dtype).
 // An entry is undefined when no gradient reached its variable. Transforms run under no-grad, on
 // the thread that runs the session, in this order (graph.h, Graph::minimize):
-//   zero_grad -> loss.backward() -> clip_global_norm (when set) -> gradient_transforms in order
+//   drop the gradients -> loss.backward() -> clip_global_norm (when set) -> transforms in order
 //   -> optimizer step -> ++global_step
 // A transform that throws stops the step before the optimizer: the variables, the optimizer state
 // and the global step are unchanged, and the error names the train op and the transform.

@@ -186,9 +186,9 @@ class Graph {
   int64_t global_step_value() const { return *global_step_value_; }
   void set_global_step_value(int64_t step);
 
-  // A train op: zeroes the gradients, back-propagates `loss`, applies the gradient transforms
-  // (clip_global_norm, then gradient_transforms), steps the optimizer and increments the global
-  // step (created if missing). Its value is undefined.
+  // A train op: drops the gradients (not zeroed: docs/guide.md), back-propagates `loss`, applies
+  // the gradient transforms (clip_global_norm, then gradient_transforms), steps the optimizer and
+  // increments the global step (created if missing). Its value is undefined.
   Node minimize(std::string name, NodeRef loss, OptimizerFactory optimizer,
                 MinimizeOptions options = {});
 
