@@ -469,7 +469,8 @@ class Table:
         idle0 = ips.get("idle_hooks_0", [None])[0]
         if idle0 is not None and "idle_hooks_10" in ips:
             idle10 = ips["idle_hooks_10"][0]
-            per = (idle10 - idle0) / 10
+            # Rounded, then + 0.0: no "-0.0" when the two counts differ by a rounding error.
+            per = round((idle10 - idle0) / 10, 1) + 0.0
             self.exact("idle_hook_instructions", per,
                        f"{per:.1f}: ({num(idle10)} − {num(idle0)}) / 10 ({exact})", stages)
         for mode, what in (("declared_idle_hooks_10", "an idle hook that also declares its calls "
