@@ -508,8 +508,7 @@ int seed_driver(int64_t steps, std::string_view mode) {
   } else {
     std::fprintf(stderr,
                  "unknown --mode=%s (raw, raw_keep, raw_keep_value, raw_keep_none, seed_hook, "
-                 "seed_hook_value, "
-                 "mts, mts_into or session)\n",
+                 "seed_hook_value, mts, mts_into or session)\n",
                  std::string(mode).c_str());
     return 2;
   }

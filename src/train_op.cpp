@@ -105,10 +105,11 @@ namespace {
 // Instead of Optimizer::zero_grad(), which zeroes each gradient in place (detach_ and zero_, then
 // backward adds into it): the gradients are dropped, and backward hands each variable the
 // gradient it computed, without a copy or an addition (what PyTorch's zero_grad(set_to_none)
-// does, its default since 2.0). For the seed's model this is about 10 000 instructions less per
-// step than zeroing; for a large one, a pass over every gradient's memory less. A variable the
-// loss does not reach in a step then has no gradient, and the optimizer leaves it, and its
-// state, as it is: TF's apply_gradients skips a variable whose gradient is None the same way.
+// does, its default since 2.0). For the seed's model this is about 5 600 instructions less per
+// step than zeroing (docs/benchmarks.md); for a large one, a pass over every gradient's memory
+// less. A variable the loss does not reach in a step then has no gradient, and the optimizer leaves
+// it, and its state, as it is: TF's apply_gradients skips a variable whose gradient is None the
+// same way.
 [[gnu::always_inline]] inline void release_gradients(TrainOp& op) {
   for (auto& group : op.optimizer->param_groups())
     for (auto& p : group.params()) p.mutable_grad().reset();
