@@ -262,6 +262,8 @@ std::unique_ptr<Codec> adam_like_codec(std::string type) {
 
 const std::vector<std::unique_ptr<Codec>>& codecs() {
   using namespace torch::optim;
+  // LibTorch's options types, not the library's own of the same names (optimizers.h).
+  using torch::optim::AdagradOptions, torch::optim::AdamOptions;
   static const auto* all = [] {
     auto* v = new std::vector<std::unique_ptr<Codec>>();
     v->push_back(std::make_unique<TypedCodec<SGD, SGDOptions, SGDParamState>>(

@@ -25,7 +25,7 @@
 #include "trainhooks/moving_average.h"
 #include "trainhooks/session.h"
 
-namespace {
+namespace allocation_test {
 
 thread_local bool t_counting = false;
 thread_local uint64_t t_allocations = 0;
@@ -52,49 +52,61 @@ void* allocate_aligned(std::size_t size, std::align_val_t alignment) {
 // Out of line: inlined into a delete-expression, free() would look mismatched to the compiler.
 [[gnu::noinline]] void deallocate(void* p) noexcept { std::free(p); }
 
-}  // namespace
+}  // namespace allocation_test
 
 void* operator new(std::size_t size) {
-  if (void* p = allocate(size)) return p;
+  if (void* p = allocation_test::allocate(size)) return p;
   throw std::bad_alloc();
 }
 void* operator new[](std::size_t size) {
-  if (void* p = allocate(size)) return p;
+  if (void* p = allocation_test::allocate(size)) return p;
   throw std::bad_alloc();
 }
-void* operator new(std::size_t size, const std::nothrow_t&) noexcept { return allocate(size); }
-void* operator new[](std::size_t size, const std::nothrow_t&) noexcept { return allocate(size); }
+void* operator new(std::size_t size, const std::nothrow_t&) noexcept {
+  return allocation_test::allocate(size);
+}
+void* operator new[](std::size_t size, const std::nothrow_t&) noexcept {
+  return allocation_test::allocate(size);
+}
 void* operator new(std::size_t size, std::align_val_t alignment) {
-  if (void* p = allocate_aligned(size, alignment)) return p;
+  if (void* p = allocation_test::allocate_aligned(size, alignment)) return p;
   throw std::bad_alloc();
 }
 void* operator new[](std::size_t size, std::align_val_t alignment) {
-  if (void* p = allocate_aligned(size, alignment)) return p;
+  if (void* p = allocation_test::allocate_aligned(size, alignment)) return p;
   throw std::bad_alloc();
 }
 void* operator new(std::size_t size, std::align_val_t alignment, const std::nothrow_t&) noexcept {
-  return allocate_aligned(size, alignment);
+  return allocation_test::allocate_aligned(size, alignment);
 }
 void* operator new[](std::size_t size, std::align_val_t alignment, const std::nothrow_t&) noexcept {
-  return allocate_aligned(size, alignment);
+  return allocation_test::allocate_aligned(size, alignment);
 }
 
-void operator delete(void* p) noexcept { deallocate(p); }
-void operator delete[](void* p) noexcept { deallocate(p); }
-void operator delete(void* p, std::size_t) noexcept { deallocate(p); }
-void operator delete[](void* p, std::size_t) noexcept { deallocate(p); }
-void operator delete(void* p, const std::nothrow_t&) noexcept { deallocate(p); }
-void operator delete[](void* p, const std::nothrow_t&) noexcept { deallocate(p); }
-void operator delete(void* p, std::align_val_t) noexcept { deallocate(p); }
-void operator delete[](void* p, std::align_val_t) noexcept { deallocate(p); }
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept { deallocate(p); }
-void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { deallocate(p); }
-void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { deallocate(p); }
-void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { deallocate(p); }
+void operator delete(void* p) noexcept { allocation_test::deallocate(p); }
+void operator delete[](void* p) noexcept { allocation_test::deallocate(p); }
+void operator delete(void* p, std::size_t) noexcept { allocation_test::deallocate(p); }
+void operator delete[](void* p, std::size_t) noexcept { allocation_test::deallocate(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { allocation_test::deallocate(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { allocation_test::deallocate(p); }
+void operator delete(void* p, std::align_val_t) noexcept { allocation_test::deallocate(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { allocation_test::deallocate(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept {
+  allocation_test::deallocate(p);
+}
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept {
+  allocation_test::deallocate(p);
+}
+void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept {
+  allocation_test::deallocate(p);
+}
+void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept {
+  allocation_test::deallocate(p);
+}
 
 namespace th = trainhooks;
 
-namespace {
+namespace allocation_test {
 
 constexpr int kWarmUp = 10;
 constexpr int kSteady = 1000;
@@ -254,4 +266,4 @@ TEST(AllocationTest, FeedsAndResultsHoldFourInline) {
             0u);
 }
 
-}  // namespace
+}  // namespace allocation_test

@@ -10,7 +10,7 @@
 
 namespace th = trainhooks;
 
-namespace {
+namespace coordinator_test {
 
 TEST(CoordinatorTest, StopRequestIsSeenByEveryone) {
   th::Coordinator coord;
@@ -87,4 +87,4 @@ TEST(CoordinatorTest, JoinReturnsWhenAllThreadsFinishWithoutAStopRequest) {
   EXPECT_FALSE(coord.should_stop());
 }
 
-}  // namespace
+}  // namespace coordinator_test

@@ -24,7 +24,7 @@
 namespace th = trainhooks;
 namespace dist = trainhooks::distributed;
 
-namespace {
+namespace gradient_accumulation_test {
 
 constexpr int64_t kExamples = 48;
 
@@ -213,4 +213,4 @@ TEST(GradientAccumulationTest, TwoRanksAverageOncePerOptimizerStep) {
     expect_close((loss_rank[0][step] + loss_rank[1][step]) / 2, loss_one[step], "loss");
 }
 
-}  // namespace
+}  // namespace gradient_accumulation_test

@@ -20,7 +20,7 @@
 
 namespace th = trainhooks;
 
-namespace {
+namespace gradient_transforms_test {
 
 // Parameters with gradients, and copies of those gradients.
 struct Gradients {
@@ -67,4 +67,4 @@ TEST(GradientTransformsTest, ClipByGlobalNormNeedsAPositiveMaxNorm) {
   }
 }
 
-}  // namespace
+}  // namespace gradient_transforms_test

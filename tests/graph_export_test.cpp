@@ -22,7 +22,7 @@ namespace fs = std::filesystem;
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 
-namespace {
+namespace graph_export_test {
 
 // The seed's model, and a module applied inside an op (its parameters are not read through the
 // Run): y_pred = x * W + b, loss = mean((y_pred - y)^2), out = lin(x).
@@ -264,4 +264,4 @@ TEST(MonitoredTrainingSessionGraphTest, ASeparateSummaryDirGetsTheGraphEventToo)
   EXPECT_EQ(graph_events(dir.file("logs")).size(), 1u);
 }
 
-}  // namespace
+}  // namespace graph_export_test

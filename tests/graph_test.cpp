@@ -12,7 +12,7 @@
 
 namespace th = trainhooks;
 
-namespace {
+namespace graph_test {
 
 TEST(GraphTest, NodesAreIndexedAndFoundByName) {
   th::Graph g;
@@ -248,9 +248,9 @@ TEST(GraphTest, MakeOptimizerGivesAFreshOptimizerOfTheTrainOpsKind) {
   EXPECT_THROW(g.optimizer_name(loss), th::InvalidArgument);
 }
 
-}  // namespace
+}  // namespace graph_test
 
-namespace {
+namespace graph_test {
 
 struct Counter : th::StateProvider {
   int value = 0;
@@ -309,4 +309,4 @@ TEST(GraphTest, ExtensionsAreOnePerGraphAndType) {
   EXPECT_TRUE(g2.extension<Collection>().items.empty());
 }
 
-}  // namespace
+}  // namespace graph_test

@@ -9,7 +9,7 @@
 
 namespace th = trainhooks;
 
-namespace {
+namespace hook_overrides_test {
 
 struct Idle : th::SessionRunHook {
   void begin() override {}
@@ -62,4 +62,4 @@ TEST(HookOverridesTest, TheClassDecidesWhichPerRunCallsAreMade) {
   EXPECT_EQ(read(stop), std::make_pair(false, true));
 }
 
-}  // namespace
+}  // namespace hook_overrides_test

@@ -20,7 +20,7 @@
 
 namespace th = trainhooks;
 
-namespace {
+namespace hook_services_test {
 
 // A hook of one's own that publishes a metric and remembers the services it was given.
 struct Publisher : th::SessionRunHook {
@@ -104,4 +104,4 @@ TEST(HookServicesTest, AScaleOfAnEarlierSessionDoesNotCarryOver) {
   EXPECT_DOUBLE_EQ(rate(m), 0.1);
 }
 
-}  // namespace
+}  // namespace hook_services_test

@@ -15,7 +15,7 @@
 
 namespace th = trainhooks;
 
-namespace {
+namespace hook_test {
 
 // A periodic hook written with the helpers: it records the global steps at which its timer
 // triggered.
@@ -70,4 +70,4 @@ TEST(SessionRunHookTest, ResetTimerMakesAReusedHookStartAfresh) {
   EXPECT_EQ(hook->fired, (std::vector<int64_t>{1, 1}));
 }
 
-}  // namespace
+}  // namespace hook_test

@@ -32,7 +32,7 @@ using ::testing::HasSubstr;
 using th::testing::error_message;
 using th::testing::TempDir;
 
-namespace {
+namespace idx_source_test {
 
 using Bytes = std::vector<uint8_t>;
 
@@ -612,4 +612,4 @@ TEST(FashionMnistSourceTest, ReadsTheDebianFiles) {
   }
 }
 
-}  // namespace
+}  // namespace idx_source_test

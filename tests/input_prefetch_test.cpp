@@ -26,7 +26,7 @@
 
 namespace th = trainhooks;
 
-namespace {
+namespace input_prefetch_test {
 
 std::vector<int64_t> values(const torch::Tensor& t) {
   auto c = t.to(torch::kLong).contiguous();
@@ -379,4 +379,4 @@ TEST(InputPrefetchTest, ADatasetSourceGivesTheSameBatchesAndOneGetAtATimeByDefau
   EXPECT_EQ(serialised.counts->most.load(), 1);
 }
 
-}  // namespace
+}  // namespace input_prefetch_test

@@ -16,7 +16,7 @@
 
 namespace th = trainhooks;
 
-namespace {
+namespace input_test {
 
 std::vector<int64_t> values(const torch::Tensor& t) {
   auto c = t.to(torch::kLong).contiguous();
@@ -285,4 +285,4 @@ TEST(InputTest, BatchesLeftCountsEpochsDropLastAndShardsFromThePosition) {
   EXPECT_THROW(f.g.input_batches_left(th::Node{}), th::Error);
 }
 
-}  // namespace
+}  // namespace input_test

@@ -6,7 +6,7 @@
 
 namespace th = trainhooks;
 
-namespace {
+namespace latest_metrics_test {
 
 TEST(LatestMetricsTest, LatestValueAndVersionPerName) {
   th::Graph g;
@@ -29,4 +29,4 @@ TEST(LatestMetricsTest, LatestValueAndVersionPerName) {
   EXPECT_TRUE(th::latest_metrics(other).names().empty());
 }
 
-}  // namespace
+}  // namespace latest_metrics_test

@@ -16,7 +16,7 @@
 
 namespace th = trainhooks;
 
-namespace {
+namespace learning_rate_schedule_test {
 
 constexpr double kPi = std::numbers::pi;
 
@@ -355,4 +355,4 @@ TEST(LearningRateScheduleTest, RejectsInvalidArgumentsNamingTheFunctionAndTheArg
   EXPECT_EQ(invalid([] { th::inverse_time_decay(0.1, 1, 0.0); }), "");
 }
 
-}  // namespace
+}  // namespace learning_rate_schedule_test

@@ -19,7 +19,7 @@
 
 namespace th = trainhooks;
 
-namespace {
+namespace malloc_tuning_test {
 
 // A block above glibc's largest dynamic mmap threshold (32 MiB) and below the library's (128 MiB),
 // and larger than the free memory already in the heap (the process's start-up may leave some):
@@ -147,4 +147,4 @@ TEST(MallocTuningChild, PrintsTheOutcome) {
   std::fflush(stdout);
 }
 
-}  // namespace
+}  // namespace malloc_tuning_test

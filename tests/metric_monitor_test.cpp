@@ -13,7 +13,7 @@
 
 namespace th = trainhooks;
 
-namespace {
+namespace metric_monitor_test {
 
 TEST(MetricModeTest, ImprovesByMoreThanMinDeltaAndNeverWithNaN) {
   EXPECT_TRUE(th::improves(th::MetricMode::kMin, 0.9, 1.0));
@@ -77,4 +77,4 @@ TEST(MetricMonitorTest, BadOptionsNameTheOwnerAndTheOption) {
   EXPECT_EQ(message({.patience = -2}), "MyHook: patience must be non-negative, got -2");
 }
 
-}  // namespace
+}  // namespace metric_monitor_test

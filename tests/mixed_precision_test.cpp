@@ -19,7 +19,7 @@
 namespace th = trainhooks;
 using th::testing::error_message;
 
-namespace {
+namespace mixed_precision_test {
 
 // y = x·w + b on 64 examples, the matmul under autocast.
 struct Model {
@@ -98,4 +98,4 @@ TEST(AutocastTest, OnlyBfloat16IsAccepted) {
   EXPECT_FALSE(at::autocast::is_cpu_enabled());
 }
 
-}  // namespace
+}  // namespace mixed_precision_test

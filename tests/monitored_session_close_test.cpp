@@ -22,7 +22,7 @@
 namespace th = trainhooks;
 namespace fs = std::filesystem;
 
-namespace {
+namespace monitored_session_close_test {
 
 constexpr char kClosing[] = "Error while closing the monitored session: ";
 
@@ -152,4 +152,4 @@ TEST(MonitoredSessionCloseTest, EveryHooksEndRunsAndTheFirstErrorIsRaised) {
   EXPECT_EQ(sess->unsaved_steps(), "");  // the session does not know of checkpoints
 }
 
-}  // namespace
+}  // namespace monitored_session_close_test

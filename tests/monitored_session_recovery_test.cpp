@@ -31,7 +31,7 @@
 
 namespace th = trainhooks;
 
-namespace {
+namespace monitored_session_recovery_test {
 
 const std::string kRecovering =
     "An error was raised. This may be due to a preemption in a connected worker or parameter "
@@ -637,4 +637,4 @@ TEST(MonitoredSessionStopTest, InvalidRecoveryOptionsAreRejected) {
             "MonitoredSession: invalid recovery.backoff_secs -2");
 }
 
-}  // namespace
+}  // namespace monitored_session_recovery_test

@@ -22,7 +22,7 @@
 
 namespace th = trainhooks;
 
-namespace {
+namespace monitored_session_test {
 
 // Records every call it receives, in a log shared by all hooks of a test.
 struct RecordingHook : th::SessionRunHook {
@@ -719,4 +719,4 @@ TEST(MonitoredTrainingSessionTest, CheckpointOptionsNeedACheckpointDir) {
             "MonitoredTrainingSession: checkpoint options were given without checkpoint_dir");
 }
 
-}  // namespace
+}  // namespace monitored_session_test

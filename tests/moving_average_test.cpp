@@ -24,7 +24,7 @@ namespace th = trainhooks;
 using ::testing::HasSubstr;
 using th::testing::error_message;
 
-namespace {
+namespace moving_average_test {
 
 // y = x·w + b on 8 fixed examples in batches of 4, SGD: w and b move at every step.
 struct Linear {
@@ -170,4 +170,4 @@ TEST(ExponentialMovingAverageTest, AResumedRunContinuesTheAveragesBitForBit) {
   EXPECT_EQ(resumed.values(resumed.w), straight.values(straight.w));
 }
 
-}  // namespace
+}  // namespace moving_average_test

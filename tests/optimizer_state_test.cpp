@@ -14,7 +14,7 @@
 namespace th = trainhooks;
 namespace in = trainhooks::internal;
 
-namespace {
+namespace optimizer_state_test {
 
 using MakeOptimizer =
     std::function<std::unique_ptr<torch::optim::Optimizer>(std::vector<torch::Tensor>)>;
@@ -197,4 +197,4 @@ TEST(OptimizerStateLayoutTest, ChecksSayWhatDoesNotFit) {
             "the optimizer state is not a dict");
 }
 
-}  // namespace
+}  // namespace optimizer_state_test

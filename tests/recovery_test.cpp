@@ -12,7 +12,7 @@
 
 namespace th = trainhooks;
 
-namespace {
+namespace recovery_test {
 
 const std::string kRecovering =
     "An error was raised. This may be due to a preemption in a connected worker or parameter "
@@ -102,4 +102,4 @@ TEST(RecoveryTest, BadOptionsAreInvalidArgumentsNamingThem) {
   EXPECT_EQ(message({.backoff_secs = -2}), "MonitoredSession: invalid recovery.backoff_secs -2");
 }
 
-}  // namespace
+}  // namespace recovery_test

@@ -11,7 +11,7 @@
 
 namespace th = trainhooks;
 
-namespace {
+namespace session_test {
 
 // y_pred = x * W + b, loss = mean((y_pred - y)^2), each op counting its evaluations.
 struct Linear {
@@ -273,9 +273,9 @@ TEST(SessionTest, RunIntoReusesTheResults) {
   EXPECT_FALSE(out.contains(m.loss));
 }
 
-}  // namespace
+}  // namespace session_test
 
-namespace {
+namespace session_test {
 
 TEST(SessionTest, FetchedVariableIsASnapshot) {
   Linear m;
@@ -348,4 +348,4 @@ TEST(SessionTest, NodesAddedBetweenRunsAreEvaluated) {
   EXPECT_FLOAT_EQ(s.run(twice)[twice].item<float>(), 2.0f);
 }
 
-}  // namespace
+}  // namespace session_test

@@ -9,7 +9,7 @@
 
 namespace th = trainhooks;
 
-namespace {
+namespace small_vector_test {
 
 // Counts live objects, so that every element made is also destroyed.
 struct Counted {
@@ -94,4 +94,4 @@ TEST(SmallVectorTest, BuildsFromAStdVectorAndAppendsRanges) {
   EXPECT_EQ(v.back().value, "c");
 }
 
-}  // namespace
+}  // namespace small_vector_test

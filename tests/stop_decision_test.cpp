@@ -9,7 +9,7 @@
 
 namespace th = trainhooks;
 
-namespace {
+namespace stop_decision_test {
 
 // Records what the session hands it and answers as told.
 struct ScriptedPolicy : th::StopPolicy {
@@ -74,4 +74,4 @@ TEST(StopDecisionTest, WithAPolicyThePolicyDecidesOncePerDecide) {
   EXPECT_TRUE(stop.refuses_run());
 }
 
-}  // namespace
+}  // namespace stop_decision_test

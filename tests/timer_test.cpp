@@ -15,7 +15,7 @@
 
 namespace th = trainhooks;
 
-namespace {
+namespace timer_test {
 
 TEST(SecondOrStepTimerTest, RaisesWhenBothSecsAndStepsAreGiven) {
   EXPECT_EQ(th::testing::error_message<th::InvalidArgument>(
@@ -168,4 +168,4 @@ TEST(SecondOrStepTimerTest, SetClockSwitchesTheTimeSource) {
   EXPECT_TRUE(timer.should_trigger_for_step(2));
 }
 
-}  // namespace
+}  // namespace timer_test

@@ -26,7 +26,7 @@ namespace th = trainhooks;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-namespace {
+namespace train_op_test {
 
 // loss = sum(w * c): the gradient of w is exactly c.
 struct LinearLoss {
@@ -330,4 +330,4 @@ TEST(TrainOpTest, ALossThatIsNotAScalarOrRecordsNoGradientIsRefusedNamingIt) {
   }
 }
 
-}  // namespace
+}  // namespace train_op_test

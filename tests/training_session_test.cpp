@@ -11,7 +11,7 @@
 
 namespace th = trainhooks;
 
-namespace {
+namespace training_session_test {
 
 TEST(ResolveTrainingOptionsTest, ChiefWithACheckpointDirGetsTfDefaults) {
   th::ResolvedTrainingOptions r = th::resolve_training_options({.checkpoint_dir = "/tmp/run"});
@@ -101,4 +101,4 @@ TEST(ResolveTrainingOptionsTest, ValidatesWithTfTexts) {
       "Invalid checkpoints.save_steps: -5");
 }
 
-}  // namespace
+}  // namespace training_session_test

@@ -25,7 +25,7 @@ namespace th = trainhooks;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-namespace {
+namespace training_state_test {
 
 using namespace th::testing::saver_fixture;
 
@@ -312,4 +312,4 @@ TEST_F(TrainingStateTest, RestoringAnotherOptimizersStateSaysSoAndChangesNothing
   expect_same(b.values(), before);
 }
 
-}  // namespace
+}  // namespace training_state_test

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "board/assets.h"
+#include "board/escape_html.h"
 #include "trainhooks/board/board_server.h"
 #include "trainhooks/errors.h"
 
@@ -50,20 +51,6 @@ std::optional<std::string> host_name(std::string_view header) {
     }
   }
   return lowercase(header.substr(0, end));
-}
-
-std::string escape_html(std::string_view text) {
-  std::string out;
-  for (const char c : text) {
-    if (c == '<') {
-      out += "&lt;";
-    } else if (c == '&') {
-      out += "&amp;";
-    } else {
-      out += c;
-    }
-  }
-  return out;
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 
 #include "board/assets.h"
+#include "board/escape_html.h"
 #include "board/url_encode.h"
 #include "trainhooks/board/board_api.h"
 #include "trainhooks/errors.h"
@@ -65,29 +66,6 @@ void replace_tag(std::string& html, std::string_view tag, const std::string& rep
     throw InternalError(fmt::format("the board page does not reference its files with {}", tag));
   }
   html.replace(at, tag.size(), replacement);
-}
-
-std::string escape_html(std::string_view text) {
-  std::string out;
-  for (const char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
 }
 
 std::string base64(std::string_view bytes) {
@@ -254,7 +232,7 @@ ReportData render(const LogdirIndex& index, const ReportOptions& options, std::s
   const size_t close = open == std::string::npos ? open : html.find("</title>", open);
   if (close != std::string::npos) {
     const size_t from = open + std::string_view("<title>").size();
-    html.replace(from, close - from, escape_html(title));
+    html.replace(from, close - from, internal::escape_html(title));
   }
   replace_tag(html, R"(<link rel="stylesheet" href="uPlot.min.css">)",
               "<style>\n" + inline_text(asset("/uPlot.min.css")) + "\n</style>");

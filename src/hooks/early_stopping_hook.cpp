@@ -20,8 +20,8 @@ namespace trainhooks {
 
 namespace {
 
-constexpr const char* kName = "EarlyStoppingHook";
-constexpr const char* kStateHeader = "early_stopping 1";
+constexpr const char* kEarlyStopping = "EarlyStoppingHook";
+constexpr const char* kEarlyStoppingState = "early_stopping 1";
 
 const EarlyStoppingHookOptions& validated(const EarlyStoppingHookOptions& o) {
   if (o.monitor.empty() && !o.node) {
@@ -29,25 +29,27 @@ const EarlyStoppingHookOptions& validated(const EarlyStoppingHookOptions& o) {
   }
   if (o.baseline && !std::isfinite(*o.baseline)) {
     throw InvalidArgument(
-        fmt::format("{}: baseline must be a finite number, got {}", kName, *o.baseline));
+        fmt::format("{}: baseline must be a finite number, got {}", kEarlyStopping, *o.baseline));
   }
   if (!o.node && (o.every_n_steps || o.every_n_secs)) {
     throw InvalidArgument(fmt::format(
         "{}: every_n_steps and every_n_secs apply to a node; the board's metrics are read when "
         "published",
-        kName));
+        kEarlyStopping));
   }
   return o;
 }
 
-[[noreturn]] void bad_state(const std::string& why) { internal::bad_hook_state(kName, why); }
-
-double parse_double(const std::string& key, const std::string& text) {
-  return internal::parse_hook_state_double(kName, key, text);
+[[noreturn]] void bad_early_stopping_state(const std::string& why) {
+  internal::bad_hook_state(kEarlyStopping, why);
 }
 
-int64_t parse_int(const std::string& key, const std::string& text) {
-  return internal::parse_hook_state_int(kName, key, text);
+double parse_early_stopping_double(const std::string& key, const std::string& text) {
+  return internal::parse_hook_state_double(kEarlyStopping, key, text);
+}
+
+int64_t parse_early_stopping_int(const std::string& key, const std::string& text) {
+  return internal::parse_hook_state_int(kEarlyStopping, key, text);
 }
 
 }  // namespace
@@ -58,11 +60,11 @@ EarlyStoppingHook::EarlyStoppingHook(EarlyStoppingHookOptions options)
                 .mode = options_.mode,
                 .min_delta = options_.min_delta,
                 .patience = options_.patience},
-               kName) {
+               kEarlyStopping) {
   if (options_.node) {
     timer_.emplace(TimerOptions{.every_secs = options_.every_n_secs,
                                 .every_steps = options_.every_n_steps,
-                                .owner = kName,
+                                .owner = kEarlyStopping,
                                 .secs_name = "every_n_secs",
                                 .steps_name = "every_n_steps"});
   }
@@ -100,8 +102,8 @@ void EarlyStoppingHook::after_create_session(Session&, Coordinator&) {
   if (!options_.node) monitor_.start(services().metrics());
   if (stopped_step_ >= 0) {
     env().info(fmt::format(
-        "{}: training was stopped early at step {} (restored); stopping after this step.", kName,
-        stopped_step_));
+        "{}: training was stopped early at step {} (restored); stopping after this step.",
+        kEarlyStopping, stopped_step_));
   }
 }
 
@@ -129,8 +131,9 @@ void EarlyStoppingHook::after_run(SessionRunContext& ctx, const SessionRunValues
   fetching_ = false;
   const at::Tensor& t = values.results[node_];
   if (t.numel() != 1) {
-    throw InvalidArgument(fmt::format("{}: node '{}' must be a scalar, got shape [{}]", kName,
-                                      graph().name(node_), fmt::join(t.sizes(), ", ")));
+    throw InvalidArgument(fmt::format("{}: node '{}' must be a scalar, got shape [{}]",
+                                      kEarlyStopping, graph().name(node_),
+                                      fmt::join(t.sizes(), ", ")));
   }
   timer_->update_last_triggered_step(fetch_step_);
   // The value belongs to the variables this run left, as an evaluation after the step would.
@@ -167,7 +170,7 @@ void EarlyStoppingHook::consider(SessionRunContext& ctx, double value, int64_t s
           ? fmt::format("best {:.4g} at step {}", monitor_.best(), monitor_.best_step())
           : fmt::format("baseline {:.4g} not beaten", monitor_.best());
   env().info(fmt::format("{}: {} did not improve for {} evaluation{} ({}); stopping at step {}.",
-                         kName, name_, wait, wait == 1 ? "" : "s", best, stopped_step_));
+                         kEarlyStopping, name_, wait, wait == 1 ? "" : "s", best, stopped_step_));
 }
 
 void EarlyStoppingHook::end(Session&) {
@@ -177,7 +180,7 @@ void EarlyStoppingHook::end(Session&) {
     env().warning(fmt::format(
         "{}: the best evaluation ({} = {:.4g} at step {}) came before the session was restored; "
         "its variables are not in memory and are not restored.",
-        kName, name_, monitor_.best(), best_step));
+        kEarlyStopping, name_, monitor_.best(), best_step));
     return;
   }
   const auto variables = graph().variables();
@@ -188,19 +191,20 @@ void EarlyStoppingHook::end(Session&) {
   }
   env().info(
       fmt::format("{}: restored the variables of the best evaluation ({} = {:.4g} at step {}).",
-                  kName, name_, monitor_.best(), best_step));
+                  kEarlyStopping, name_, monitor_.best(), best_step));
 }
 
 std::string EarlyStoppingHook::save_state() const {
   return fmt::format("{}\nbest {}\nbest_step {}\nwait {}\nevaluations {}\nstopped_step {}\n",
-                     kStateHeader, monitor_.best(), monitor_.best_step(), monitor_.wait(),
+                     kEarlyStoppingState, monitor_.best(), monitor_.best_step(), monitor_.wait(),
                      evaluations_, stopped_step_);
 }
 
 void EarlyStoppingHook::load_state(std::string_view bytes) {
   std::istringstream in{std::string(bytes)};
   std::string line;
-  if (!std::getline(in, line) || line != kStateHeader) bad_state("unknown format '" + line + "'");
+  if (!std::getline(in, line) || line != kEarlyStoppingState)
+    bad_early_stopping_state("unknown format '" + line + "'");
   std::map<std::string, std::string> fields;
   while (std::getline(in, line)) {
     const auto space = line.find(' ');
@@ -208,14 +212,14 @@ void EarlyStoppingHook::load_state(std::string_view bytes) {
   }
   auto field = [&](const char* key) -> const std::string& {
     auto it = fields.find(key);
-    if (it == fields.end()) bad_state(std::string("missing ") + key);
+    if (it == fields.end()) bad_early_stopping_state(std::string("missing ") + key);
     return it->second;
   };
-  const double best = parse_double("best", field("best"));
-  const int64_t best_step = parse_int("best_step", field("best_step"));
-  const int64_t wait = parse_int("wait", field("wait"));
-  const int64_t evaluations = parse_int("evaluations", field("evaluations"));
-  const int64_t stopped_step = parse_int("stopped_step", field("stopped_step"));
+  const double best = parse_early_stopping_double("best", field("best"));
+  const int64_t best_step = parse_early_stopping_int("best_step", field("best_step"));
+  const int64_t wait = parse_early_stopping_int("wait", field("wait"));
+  const int64_t evaluations = parse_early_stopping_int("evaluations", field("evaluations"));
+  const int64_t stopped_step = parse_early_stopping_int("stopped_step", field("stopped_step"));
   // Assigned only once everything parsed: a bad state leaves the hook as it was.
   monitor_.restore(best, best_step, wait);
   evaluations_ = evaluations;

@@ -27,11 +27,11 @@ namespace trainhooks {
 
 namespace {
 
-constexpr const char* kName = "MetricsLoggerHook";
+constexpr const char* kMetricsLogger = "MetricsLoggerHook";
 
 [[noreturn]] void throw_file_error(const std::string& what, const std::string& path, int err) {
   const std::string message =
-      fmt::format("{}: cannot {} {}: {}", kName, what, path, std::strerror(err));
+      fmt::format("{}: cannot {} {}: {}", kMetricsLogger, what, path, std::strerror(err));
   if (err == ENOENT) throw NotFoundError(message);
   if (err == ENOSPC || err == EDQUOT) throw ResourceExhaustedError(message);
   if (err == EACCES || err == EPERM || err == EROFS || err == EISDIR)
@@ -84,11 +84,11 @@ MetricsLoggerHook::MetricsLoggerHook(MetricsLoggerHookOptions options)
     : options_(std::move(options)) {
   if (options_.path.empty()) throw InvalidArgument("MetricsLoggerHook: path must name a file");
   if (options_.every_n_steps <= 0) {
-    throw InvalidArgument(
-        fmt::format("{}: every_n_steps must be positive, got {}", kName, options_.every_n_steps));
+    throw InvalidArgument(fmt::format("{}: every_n_steps must be positive, got {}", kMetricsLogger,
+                                      options_.every_n_steps));
   }
   if (options_.format != MetricsFormat::kCsv && options_.format != MetricsFormat::kJsonl) {
-    throw InvalidArgument(fmt::format("{}: format must be kCsv or kJsonl, got {}", kName,
+    throw InvalidArgument(fmt::format("{}: format must be kCsv or kJsonl, got {}", kMetricsLogger,
                                       static_cast<int>(options_.format)));
   }
   if (options_.nodes.empty() && options_.metrics.empty()) {
@@ -121,7 +121,7 @@ void MetricsLoggerHook::begin() {
   std::set<std::string_view> seen;
   for (const auto& c : columns_) {
     if (!seen.insert(c).second)
-      throw InvalidArgument(fmt::format("{}: the column '{}' appears twice", kName, c));
+      throw InvalidArgument(fmt::format("{}: the column '{}' appears twice", kMetricsLogger, c));
   }
   metrics_ = &services().metrics();
   logging_ = false;
@@ -159,7 +159,7 @@ void MetricsLoggerHook::after_create_session(Session& session, Coordinator&) {
                                  eol == std::string::npos ? content.size() : eol + 1);
     if (first != header) {
       throw FailedPreconditionError(fmt::format(
-          "{}: {} has the columns '{}', this hook writes '{}': use another path", kName,
+          "{}: {} has the columns '{}', this hook writes '{}': use another path", kMetricsLogger,
           options_.path, first.substr(0, first.find('\n')), header.substr(0, header.size() - 1)));
     }
     pos = first.size();
@@ -187,8 +187,8 @@ void MetricsLoggerHook::after_create_session(Session& session, Coordinator&) {
   }
   if (dropped_rows_ > 0) {
     env().info(fmt::format("{}: dropped {} row{} of {} after step {}, which this run logs again.",
-                           kName, dropped_rows_, dropped_rows_ == 1 ? "" : "s", options_.path,
-                           restored));
+                           kMetricsLogger, dropped_rows_, dropped_rows_ == 1 ? "" : "s",
+                           options_.path, restored));
   }
   // Publishes from before this session are not this run's (board versions belong to a process).
   seen_.clear();
@@ -226,8 +226,9 @@ void MetricsLoggerHook::write_row(int64_t step, const SessionRunValues& values) 
   for (const Node node : nodes_) {
     const at::Tensor& t = values.results[node];
     if (t.numel() != 1) {
-      throw InvalidArgument(fmt::format("{}: node '{}' must be a scalar, got shape [{}]", kName,
-                                        graph().name(node), fmt::join(t.sizes(), ", ")));
+      throw InvalidArgument(fmt::format("{}: node '{}' must be a scalar, got shape [{}]",
+                                        kMetricsLogger, graph().name(node),
+                                        fmt::join(t.sizes(), ", ")));
     }
     line_ += csv ? "," : "," + json_string(columns_[column]) + ":";
     append_value(line_, t.item<double>(), options_.format);

@@ -21,39 +21,43 @@ namespace trainhooks {
 
 namespace {
 
-constexpr const char* kName = "ReduceLROnPlateauHook";
-constexpr const char* kStateHeader = "reduce_lr_on_plateau 1";
+constexpr const char* kReduceLrOnPlateau = "ReduceLROnPlateauHook";
+constexpr const char* kReduceLrOnPlateauState = "reduce_lr_on_plateau 1";
 
 void check_non_negative(const char* option, int64_t value) {
   if (value >= 0) return;
-  throw InvalidArgument(fmt::format("{}: {} must be non-negative, got {}", kName, option, value));
+  throw InvalidArgument(
+      fmt::format("{}: {} must be non-negative, got {}", kReduceLrOnPlateau, option, value));
 }
 
 void check_finite_non_negative(const char* option, double value) {
   if (std::isfinite(value) && value >= 0) return;
-  throw InvalidArgument(
-      fmt::format("{}: {} must be a finite, non-negative number, got {}", kName, option, value));
+  throw InvalidArgument(fmt::format("{}: {} must be a finite, non-negative number, got {}",
+                                    kReduceLrOnPlateau, option, value));
 }
 
 const ReduceLROnPlateauOptions& validated(const ReduceLROnPlateauOptions& o) {
   if (o.monitor.empty()) throw InvalidArgument("ReduceLROnPlateauHook: monitor must name a metric");
   // mode, patience and min_delta: MetricMonitor's checks.
   if (!(o.factor > 0 && o.factor < 1)) {
-    throw InvalidArgument(fmt::format("{}: factor must be in (0, 1), got {}", kName, o.factor));
+    throw InvalidArgument(
+        fmt::format("{}: factor must be in (0, 1), got {}", kReduceLrOnPlateau, o.factor));
   }
   check_non_negative("cooldown", o.cooldown);
   check_finite_non_negative("min_lr", o.min_lr);
   return o;
 }
 
-[[noreturn]] void bad_state(const std::string& why) { internal::bad_hook_state(kName, why); }
-
-double parse_double(const std::string& key, const std::string& text) {
-  return internal::parse_hook_state_double(kName, key, text);
+[[noreturn]] void bad_reduce_lr_state(const std::string& why) {
+  internal::bad_hook_state(kReduceLrOnPlateau, why);
 }
 
-int64_t parse_int(const std::string& key, const std::string& text) {
-  return internal::parse_hook_state_int(kName, key, text);
+double parse_reduce_lr_double(const std::string& key, const std::string& text) {
+  return internal::parse_hook_state_double(kReduceLrOnPlateau, key, text);
+}
+
+int64_t parse_reduce_lr_int(const std::string& key, const std::string& text) {
+  return internal::parse_hook_state_int(kReduceLrOnPlateau, key, text);
 }
 
 }  // namespace
@@ -65,7 +69,7 @@ ReduceLROnPlateauHook::ReduceLROnPlateauHook(Node train_op, ReduceLROnPlateauOpt
                 .mode = options_.mode,
                 .min_delta = options_.min_delta,
                 .patience = options_.patience},
-               kName) {
+               kReduceLrOnPlateau) {
   if (!train_op_.valid()) throw InvalidArgument("ReduceLROnPlateauHook: train_op is not a node");
   reset();
 }
@@ -89,8 +93,8 @@ void ReduceLROnPlateauHook::reset() {
 
 void ReduceLROnPlateauHook::begin() {
   if (graph().kind(train_op_) != NodeKind::kTrainOp) {
-    throw InvalidArgument(
-        fmt::format("{}: train_op '{}' is not a train op", kName, graph().name(train_op_)));
+    throw InvalidArgument(fmt::format("{}: train_op '{}' is not a train op", kReduceLrOnPlateau,
+                                      graph().name(train_op_)));
   }
   // A restore (after begin) loads the checkpointed state over this.
   reset();
@@ -107,8 +111,8 @@ void ReduceLROnPlateauHook::after_create_session(Session&, Coordinator&) {
       for (size_t i = 0; i < groups.size(); ++i) groups[i].options().set_lr(learning_rates_[i]);
     } else {
       env().warning(fmt::format(
-          "{}: not re-applying its learning rates: {} were saved for {} parameter groups", kName,
-          learning_rates_.size(), groups.size()));
+          "{}: not re-applying its learning rates: {} were saved for {} parameter groups",
+          kReduceLrOnPlateau, learning_rates_.size(), groups.size()));
     }
   }
   // What the metrics hold now was measured before this session (or, after a restore, in a
@@ -139,7 +143,7 @@ void ReduceLROnPlateauHook::poll() {
     env().warning(fmt::format(
         "{}: the monitored metric '{}' has not been published; the learning rate is not "
         "reduced until it is published. Available metrics: {}",
-        kName, options_.monitor, fmt::join(names, ", ")));
+        kReduceLrOnPlateau, options_.monitor, fmt::join(names, ", ")));
     return;
   }
   consider(*m);
@@ -179,8 +183,8 @@ void ReduceLROnPlateauHook::reduce() {
   env().info(
       fmt::format("{}: {} did not improve for {} evaluation{}; learning rate {:g} -> {:g} "
                   "(step {})",
-                  kName, options_.monitor, monitor_.wait(), monitor_.wait() == 1 ? "" : "s", old_lr,
-                  new_lr, graph().global_step_value()));
+                  kReduceLrOnPlateau, options_.monitor, monitor_.wait(),
+                  monitor_.wait() == 1 ? "" : "s", old_lr, new_lr, graph().global_step_value()));
   cooldown_counter_ = options_.cooldown;
   monitor_.reset_wait();
 }
@@ -189,14 +193,15 @@ std::string ReduceLROnPlateauHook::save_state() const {
   return fmt::format(
       "{}\nbest {}\nwait {}\ncooldown_counter {}\nscale {}\nreductions {}\n"
       "last_metric_step {}\nlearning_rates {}\n",
-      kStateHeader, monitor_.best(), monitor_.wait(), cooldown_counter_, scale_, reductions_,
-      last_metric_step_, fmt::join(learning_rates_, ","));
+      kReduceLrOnPlateauState, monitor_.best(), monitor_.wait(), cooldown_counter_, scale_,
+      reductions_, last_metric_step_, fmt::join(learning_rates_, ","));
 }
 
 void ReduceLROnPlateauHook::load_state(std::string_view bytes) {
   std::istringstream in{std::string(bytes)};
   std::string line;
-  if (!std::getline(in, line) || line != kStateHeader) bad_state("unknown format '" + line + "'");
+  if (!std::getline(in, line) || line != kReduceLrOnPlateauState)
+    bad_reduce_lr_state("unknown format '" + line + "'");
   std::map<std::string, std::string> fields;
   while (std::getline(in, line)) {
     const auto space = line.find(' ');
@@ -208,19 +213,21 @@ void ReduceLROnPlateauHook::load_state(std::string_view bytes) {
   }
   auto field = [&](const char* key) -> const std::string& {
     auto it = fields.find(key);
-    if (it == fields.end()) bad_state(std::string("missing ") + key);
+    if (it == fields.end()) bad_reduce_lr_state(std::string("missing ") + key);
     return it->second;
   };
-  const double best = parse_double("best", field("best"));
-  const int64_t wait = parse_int("wait", field("wait"));
-  const int64_t cooldown_counter = parse_int("cooldown_counter", field("cooldown_counter"));
-  const double scale = parse_double("scale", field("scale"));
-  const int64_t reductions = parse_int("reductions", field("reductions"));
-  const int64_t last_metric_step = parse_int("last_metric_step", field("last_metric_step"));
+  const double best = parse_reduce_lr_double("best", field("best"));
+  const int64_t wait = parse_reduce_lr_int("wait", field("wait"));
+  const int64_t cooldown_counter =
+      parse_reduce_lr_int("cooldown_counter", field("cooldown_counter"));
+  const double scale = parse_reduce_lr_double("scale", field("scale"));
+  const int64_t reductions = parse_reduce_lr_int("reductions", field("reductions"));
+  const int64_t last_metric_step =
+      parse_reduce_lr_int("last_metric_step", field("last_metric_step"));
   std::vector<double> rates;
   std::istringstream list(field("learning_rates"));
   for (std::string item; std::getline(list, item, ',');)
-    rates.push_back(parse_double("learning_rates", item));
+    rates.push_back(parse_reduce_lr_double("learning_rates", item));
   // Assigned only once everything parsed: a bad state leaves the hook as it was.
   if (begun_) services().set_learning_rate_scale(train_op_, scale);
   monitor_.restore(best, /*best_step=*/-1, wait);

@@ -32,7 +32,7 @@
 #include "util/json_writer.h"
 
 namespace trainhooks::board {
-namespace {
+namespace board_api_test {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -795,5 +795,5 @@ TEST(BoardApiDownsampleTest, BucketsKeepFirstMinMaxLastInOrderOnce) {
   EXPECT_EQ(downsample_indices({nan, nan, nan, nan, nan}, 0, 5, 4), (std::vector<size_t>{0, 4}));
 }
 
-}  // namespace
+}  // namespace board_api_test
 }  // namespace trainhooks::board

@@ -47,7 +47,7 @@
 #include "trainhooks/testing/fake_env.h"
 
 namespace trainhooks::board {
-namespace {
+namespace board_browser_test {
 
 namespace fs = std::filesystem;
 
@@ -1242,5 +1242,5 @@ TEST_F(GraphHParamsViewsTest, NamesFromTheGraphAndTheHParamsAreTextNeverMarkup) 
   }
 }
 
-}  // namespace
+}  // namespace board_browser_test
 }  // namespace trainhooks::board

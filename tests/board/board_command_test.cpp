@@ -32,7 +32,7 @@
 #include "summary/summary_test_util.h"
 
 namespace trainhooks {
-namespace {
+namespace board_command_test {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -334,5 +334,5 @@ TEST_F(BoardCommandTest, BoardErrorsAreOneLineAndExitStatus1) {
                                              std::to_string(taken.port()) + ": .*in use\n"));
 }
 
-}  // namespace
+}  // namespace board_command_test
 }  // namespace trainhooks

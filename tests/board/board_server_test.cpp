@@ -33,7 +33,7 @@
 #include "trainhooks/testing/fake_env.h"
 
 namespace trainhooks::board {
-namespace {
+namespace board_server_test {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -335,7 +335,7 @@ TEST(BoardAccessTest, ABoardOnTheNetworkSaysSoOnItsPage) {
       "0.0.0.0 and is reachable from the network: anyone who can reach its port can read these "
       "runs (there is no authentication).</div>";
   EXPECT_THAT(exposed, ::testing::HasSubstr("</header>\n" + banner + "\n<div class=\"layout\">"));
-  EXPECT_THAT(internal::served_page("<b>"), ::testing::HasSubstr("listens on &lt;b> and"));
+  EXPECT_THAT(internal::served_page("<b>"), ::testing::HasSubstr("listens on &lt;b&gt; and"));
 }
 
 TEST(BoardAccessTest, ABoardOnTheNetworkAnswersAnyNameUnlessTold) {
@@ -662,5 +662,5 @@ TEST_F(BoardServerTest, AMissingLogDirectoryFailsStart) {
   EXPECT_THROW(server.start(), InvalidArgument);
 }
 
-}  // namespace
+}  // namespace board_server_test
 }  // namespace trainhooks::board

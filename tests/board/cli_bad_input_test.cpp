@@ -15,7 +15,7 @@
 #include "trainhooks/summary/event_writer.h"
 
 namespace trainhooks {
-namespace {
+namespace cli_bad_input_test {
 
 namespace fs = std::filesystem;
 using board::testing::run_cli;
@@ -139,5 +139,5 @@ TEST_F(CliBadInputTest, BadAllowedHostIsAUsageError) {
             "board --help)\n");
 }
 
-}  // namespace
+}  // namespace cli_bad_input_test
 }  // namespace trainhooks

@@ -21,7 +21,7 @@
 #include "summary/summary_test_util.h"
 
 namespace trainhooks::board {
-namespace {
+namespace logdir_index_test {
 
 namespace fs = std::filesystem;
 using summary::EventWriter;
@@ -592,5 +592,5 @@ TEST_F(LogdirIndexTest, ReadsForeignEventFilesAsInspectDoes) {
   EXPECT_EQ(strict.steps[99], 495);
 }
 
-}  // namespace
+}  // namespace logdir_index_test
 }  // namespace trainhooks::board

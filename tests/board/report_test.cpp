@@ -32,7 +32,7 @@
 #include "trainhooks/summary/event_writer.h"
 
 namespace trainhooks::board {
-namespace {
+namespace report_test {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -298,5 +298,5 @@ TEST_F(ReportTest, WriteReportReplacesTheFileWhole) {
   EXPECT_ANY_THROW(write_report(dir_.path(), dir_.path() / "no" / "such" / "dir.html"));
 }
 
-}  // namespace
+}  // namespace report_test
 }  // namespace trainhooks::board

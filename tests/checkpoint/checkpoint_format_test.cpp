@@ -23,7 +23,7 @@ namespace th = trainhooks;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-namespace {
+namespace checkpoint_format_test {
 
 using namespace th::testing::saver_fixture;
 
@@ -214,4 +214,4 @@ TEST_F(CheckpointFormatTest, TheCommandNamesAnUnknownFormat) {
             "safetensors)\n");
 }
 
-}  // namespace
+}  // namespace checkpoint_format_test

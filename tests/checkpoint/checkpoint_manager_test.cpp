@@ -27,7 +27,7 @@ using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-namespace {
+namespace checkpoint_manager_test {
 
 using namespace th::testing::saver_fixture;
 
@@ -571,4 +571,4 @@ TEST_F(CheckpointManagerTest, SaveIntoAMissingDirectoryIsNotFoundAndListsNothing
   EXPECT_THAT(manager.checkpoints(), ElementsAre());
 }
 
-}  // namespace
+}  // namespace checkpoint_manager_test

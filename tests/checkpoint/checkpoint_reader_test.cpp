@@ -25,7 +25,7 @@ using ::testing::ElementsAre;
 using ::testing::Pair;
 using th::testing::error_message;
 
-namespace {
+namespace checkpoint_reader_test {
 
 class CheckpointReaderTest : public th::testing::CheckpointTestDir {};
 
@@ -166,4 +166,4 @@ TEST(CheckpointDirectoryErrorsTest, NameTheDirectoryAndWhatIsWrong) {
               ::testing::HasSubstr(dir.file("checkpoint")));
 }
 
-}  // namespace
+}  // namespace checkpoint_reader_test

@@ -13,7 +13,7 @@
 namespace th = trainhooks;
 namespace fs = std::filesystem;
 
-namespace {
+namespace checkpoint_state_test {
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -284,4 +284,4 @@ TEST(CheckpointStateTest, UpdateRejectsBadStates) {
   EXPECT_FALSE(fs::exists(dir.file("checkpoint")));
 }
 
-}  // namespace
+}  // namespace checkpoint_state_test

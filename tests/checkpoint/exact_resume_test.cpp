@@ -23,7 +23,7 @@ namespace th = trainhooks;
 using ::testing::Contains;
 using ::testing::HasSubstr;
 
-namespace {
+namespace exact_resume_test {
 
 using State = std::map<std::string, at::Tensor>;
 
@@ -135,4 +135,4 @@ TEST_F(ExactResumeTest, ResumeWithoutRngStateOrInputPositionWouldDiverge) {
   }
 }
 
-}  // namespace
+}  // namespace exact_resume_test

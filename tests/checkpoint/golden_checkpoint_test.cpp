@@ -20,7 +20,7 @@
 namespace th = trainhooks;
 namespace fs = std::filesystem;
 
-namespace {
+namespace golden_checkpoint_test {
 
 using namespace th::testing::saver_fixture;
 
@@ -84,4 +84,4 @@ TEST(GoldenCheckpointTest, AnEarlierBuildsCheckpointIsReadBitForBit) {
   expect_same(fresh.values(), trained.values());
 }
 
-}  // namespace
+}  // namespace golden_checkpoint_test

@@ -21,7 +21,7 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using th::testing::error_message;
 
-namespace {
+namespace inspect_checkpoint_test {
 
 class InspectCheckpointTest : public th::testing::CheckpointTestDir {
  protected:
@@ -385,4 +385,4 @@ TEST(InspectCheckpointCliTest, VersionPrintsTheProjectVersion) {
   EXPECT_EQ(r.output, "trainhooks " + cmake.substr(start, cmake.find(' ', start) - start) + "\n");
 }
 
-}  // namespace
+}  // namespace inspect_checkpoint_test

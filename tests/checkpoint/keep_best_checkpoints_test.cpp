@@ -31,7 +31,7 @@ namespace fs = std::filesystem;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-namespace {
+namespace keep_best_checkpoints_test {
 
 using namespace th::testing::saver_fixture;
 
@@ -219,4 +219,4 @@ TEST_F(KeepBestCheckpointsTest, BadOptionsAreInvalidArgumentsNamingThem) {
             "MonitoredTrainingSession: checkpoint options were given without checkpoint_dir");
 }
 
-}  // namespace
+}  // namespace keep_best_checkpoints_test

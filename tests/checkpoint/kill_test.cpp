@@ -32,7 +32,7 @@ namespace th = trainhooks;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-namespace {
+namespace kill_test {
 
 constexpr int kKills = 24;
 constexpr uint32_t kSeed = 20240611;
@@ -228,4 +228,4 @@ TEST_F(KillTest, RestartsAfterRandomKillsRestoreTheNewestCompleteCheckpointAndMa
             << " s\n";
 }
 
-}  // namespace
+}  // namespace kill_test

@@ -24,7 +24,7 @@
 namespace th = trainhooks;
 using ::testing::HasSubstr;
 
-namespace {
+namespace malformed_checkpoint_test {
 
 // A tensor that claims more elements than its storage holds. A pickle records the sizes and the
 // storage apart, and LibTorch's unpickler does not check one against the other: this is what a
@@ -192,4 +192,4 @@ TEST(MalformedCheckpointTest, RecordsPointIntoTheBytesWhenAlignedElseAreCopiedAl
   }
 }
 
-}  // namespace
+}  // namespace malformed_checkpoint_test

@@ -26,7 +26,7 @@ using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-namespace {
+namespace movable_directory_test {
 
 using State = std::map<std::string, at::Tensor>;
 
@@ -158,4 +158,4 @@ TEST_F(MovableDirectoryTest, VerifyOfACopyChecksTheCopysFiles) {
   }
 }
 
-}  // namespace
+}  // namespace movable_directory_test

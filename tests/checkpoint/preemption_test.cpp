@@ -27,7 +27,7 @@
 namespace th = trainhooks;
 using ::testing::HasSubstr;
 
-namespace {
+namespace preemption_test {
 
 bool is_step_line(const std::string& line) { return line.rfind("step ", 0) == 0; }
 
@@ -155,4 +155,4 @@ TEST(PreemptionSecondSignalTest, EndsTheProcessAtOnceWithTheSecondSignal) {
   }
 }
 
-}  // namespace
+}  // namespace preemption_test

@@ -30,7 +30,7 @@
 namespace th = trainhooks;
 namespace fs = std::filesystem;
 
-namespace {
+namespace restore_storage_test {
 
 using namespace th::testing::saver_fixture;
 
@@ -306,4 +306,4 @@ TEST_F(RestoreStorageTest, RestoreLatestAlsoTakesTheReadStorage) {
   EXPECT_NE(b.value(b.big).data_ptr(), big_data);
 }
 
-}  // namespace
+}  // namespace restore_storage_test

@@ -27,7 +27,7 @@
 
 namespace th = trainhooks;
 
-namespace {
+namespace safetensors_file_test {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -588,4 +588,4 @@ TEST(SafetensorsFileTest, RefusesToWriteWhatTheFormatCannotHold) {
               HasSubstr("Cannot write safetensors file '" + path + "': a tensor name is empty"));
 }
 
-}  // namespace
+}  // namespace safetensors_file_test

@@ -22,7 +22,7 @@ namespace th = trainhooks;
 namespace fs = std::filesystem;
 using ::testing::ElementsAre;
 
-namespace {
+namespace saver_test {
 
 using namespace th::testing::saver_fixture;
 
@@ -130,4 +130,4 @@ TEST_F(OneCheckpointSaverTest, ASessionOfAnotherGraphIsRefusedByEveryMethod) {
                 dir.file("checkpoint") + "'");
 }
 
-}  // namespace
+}  // namespace saver_test

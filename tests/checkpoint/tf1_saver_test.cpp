@@ -35,7 +35,7 @@ namespace fs = std::filesystem;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-namespace {
+namespace tf1_saver_test {
 
 using namespace th::testing::saver_fixture;
 
@@ -424,8 +424,6 @@ TEST_F(SaverTest, PythonTorchLoadReadsTheCheckpoint) {
             "{0: {'momentum_buffer': [[1.0, 1.0, 1.0], [1.0, 1.0, 1.0]]}}\n");
 }
 
-}  // namespace
-
 TEST_F(SaverTest, ASnapshotHoldsTheStateOfItsMomentWhileTrainingGoesOn) {
   Model a(1);
   th::Session sa(a.g);
@@ -544,3 +542,5 @@ TEST_F(SaverTest, TheFirstSaveIntoADirectoryRemovesTemporariesOfEndedWriters) {
   EXPECT_FALSE(fs::exists(stale));
   EXPECT_TRUE(fs::exists(ours));
 }
+
+}  // namespace tf1_saver_test

@@ -16,7 +16,7 @@
 namespace th = trainhooks;
 namespace dist = trainhooks::distributed;
 
-namespace {
+namespace agreed_stop_policy_test {
 
 TEST(AgreedStopPolicyTest, OneRanksStopIsEveryRanksStop) {
   auto groups = dist::make_fake_process_groups(3);
@@ -61,4 +61,4 @@ TEST(AgreedStopPolicyTest, OneRanksStopAtStepHookStopsEveryRankAfterTheSameStep)
   }
 }
 
-}  // namespace
+}  // namespace agreed_stop_policy_test

@@ -24,7 +24,7 @@ namespace th = trainhooks;
 namespace dist = trainhooks::distributed;
 using ::testing::HasSubstr;
 
-namespace {
+namespace average_gradients_test {
 
 // Rank r's gradients: two float ones, none for the third variable, a double one. No RNG: the
 // ranks' threads would share its state.
@@ -137,4 +137,4 @@ TEST(AverageGradientsTest, AveragingGroupRecognisesTheAveragingTransforms) {
             "averaging_transform: the transform is empty");
 }
 
-}  // namespace
+}  // namespace average_gradients_test

@@ -26,7 +26,7 @@ namespace th = trainhooks;
 namespace dist = trainhooks::distributed;
 using ::testing::HasSubstr;
 
-namespace {
+namespace broadcast_variables_hook_test {
 
 // Rank r's graph: variables of three dtypes whose initial values depend on r (no RNG: the ranks'
 // threads would share its state).
@@ -87,4 +87,4 @@ TEST(BroadcastVariablesHookTest, GraphsThatDifferFailOnEveryRankNamingTheVariabl
                                     "root)"));
 }
 
-}  // namespace
+}  // namespace broadcast_variables_hook_test

@@ -26,7 +26,7 @@ using ::testing::HasSubstr;
 using th::testing::error_message;
 using th::testing::error_text;
 
-namespace {
+namespace data_parallel_test {
 
 th::MonitoredTrainingSessionOptions options_for(std::shared_ptr<dist::ProcessGroup> pg,
                                                 int64_t last_step) {
@@ -136,4 +136,4 @@ TEST(DataParallelTest, APeerFailingMidTrainingEndsEveryRankWithTheNamedError) {
   EXPECT_LT(steps[0], 30);
 }
 
-}  // namespace
+}  // namespace data_parallel_test

@@ -30,7 +30,7 @@ using th::testing::read_text;
 using th::testing::TempDir;
 using th::testing::trainer_command;
 
-namespace {
+namespace distributed_training_test {
 
 constexpr double kTimeout = 120;  // for a whole run of the trainer
 
@@ -111,8 +111,6 @@ std::vector<double> values(const std::string& line) {
   while (in >> word) out.push_back(std::strtod(word.c_str(), nullptr));
   return out;
 }
-
-}  // namespace
 
 TEST(DistributedTrainingTest, TwoRanksOnHalfBatchesTrainAsOneProcessOnTheWholeBatch) {
   TempDir dir;
@@ -373,3 +371,5 @@ TEST(DistributedTrainingTest, TorchrunRestartsAKilledWorkerAndEveryRankEndsAtThe
       verify_status);
   EXPECT_EQ(verify_status, 0) << verify;
 }
+
+}  // namespace distributed_training_test

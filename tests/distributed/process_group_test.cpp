@@ -30,7 +30,7 @@ using ::testing::HasSubstr;
 using th::testing::error_message;
 using th::testing::free_port;
 
-namespace {
+namespace process_group_test {
 
 const char* const kVariables[] = {"RANK",
                                   "WORLD_SIZE",
@@ -61,8 +61,6 @@ class ProcessGroupTest : public ::testing::Test {
  private:
   std::map<std::string, std::string> saved_;
 };
-
-}  // namespace
 
 TEST_F(ProcessGroupTest, WithoutTorchrunsVariablesItIsAGroupOfOne) {
   auto pg = dist::init();
@@ -204,3 +202,5 @@ TEST_F(ProcessGroupTest, TheDistributedPiecesRejectBadOptions) {
   average(grads);
   EXPECT_TRUE(at::equal(grads[0], at::ones({2})));
 }
+
+}  // namespace process_group_test

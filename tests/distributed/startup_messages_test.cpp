@@ -27,7 +27,7 @@ using ::testing::Contains;
 using th::testing::error_message;
 using th::testing::free_port;
 
-namespace {
+namespace startup_messages_test {
 
 using Clock = std::chrono::steady_clock;
 
@@ -49,8 +49,6 @@ std::vector<internal::NetworkInterface> two_interfaces() {
           {.name = "ifb0"},
           {.name = "lo", .addresses = {"127.0.0.1", "::1"}, .loopback = true}};
 }
-
-}  // namespace
 
 TEST(DistributedStartupMessagesTest, MissingRanksAreNamedAsRuns) {
   EXPECT_EQ(internal::describe_ranks({1}), "rank 1");
@@ -159,3 +157,5 @@ TEST(DistributedStartupMessagesTest, TheNetworkChecksTellRefusedFromAccepted) {
       "");
   close(fd);
 }
+
+}  // namespace startup_messages_test

@@ -32,7 +32,7 @@ using th::testing::read_text;
 using th::testing::TempDir;
 using th::testing::trainer_command;
 
-namespace {
+namespace startup_test {
 
 using Clock = std::chrono::steady_clock;
 
@@ -94,8 +94,6 @@ std::vector<std::string> lines_of(const std::string& log) {
   }
   return out;
 }
-
-}  // namespace
 
 TEST(DistributedStartupTest, ALoneRankFailsWithinTheTimeoutNamingTheRankThatNeverArrived) {
   TempDir dir;
@@ -210,3 +208,5 @@ TEST(DistributedStartupTest, ALoopbackGlooAddressWithAMasterElsewhereIsWarnedOf)
         << ended.describe();
   }
 }
+
+}  // namespace startup_test

@@ -38,7 +38,7 @@ using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
 using ::testing::Not;
 
-namespace {
+namespace fashion_mnist_test {
 
 const std::string kExample = TRAINHOOKS_BINARY_DIR "/examples/fashion_mnist";
 
@@ -581,8 +581,6 @@ TEST_F(FashionMnistExampleTest, AGarbledStateFileIsOneLineNamingItNotAnAbort) {
   EXPECT_THAT(mine[0], HasSubstr(logdir + "/checkpoint"));
 }
 
-}  // namespace
-
 // The main job under torchrun with --distributed: 2 ranks, each on its shard, one report (the
 // chief's), summaries and checkpoints written once, by the chief.
 TEST_F(FashionMnistExampleTest, DistributedUnderTorchrunTrainsOnceAndReportsOnce) {
@@ -627,3 +625,5 @@ TEST_F(FashionMnistExampleTest, DistributedUnderTorchrunTrainsOnceAndReportsOnce
   EXPECT_FALSE(scalars(logdir, "loss").empty());
   EXPECT_EQ(scalars(logdir + "/eval", "accuracy").size(), 1u);
 }
+
+}  // namespace fashion_mnist_test

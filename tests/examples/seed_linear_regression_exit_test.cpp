@@ -24,7 +24,7 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-namespace {
+namespace seed_linear_regression_exit_test {
 
 const std::string kSeed = TRAINHOOKS_BINARY_DIR "/examples/seed_linear_regression";
 constexpr char kPrefix[] = "seed_linear_regression: ";
@@ -299,4 +299,4 @@ TEST_F(SeedExitTest, AFinalSaveThatFailsAfterSigtermExitsWithOneAndTheStepsLost)
   EXPECT_TRUE(fs::exists(dir.file("model.pt")));
 }
 
-}  // namespace
+}  // namespace seed_linear_regression_exit_test

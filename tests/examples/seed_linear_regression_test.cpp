@@ -27,7 +27,7 @@
 namespace th = trainhooks;
 namespace fs = std::filesystem;
 
-namespace {
+namespace seed_linear_regression_test {
 
 struct CommandResult {
   int exit_code = -1;
@@ -263,4 +263,4 @@ TEST(SeedLinearRegressionResumeTest, ASecondRunResumesFromTheFirstRunsCheckpoint
   fs::remove_all(dir, ignored);
 }
 
-}  // namespace
+}  // namespace seed_linear_regression_test

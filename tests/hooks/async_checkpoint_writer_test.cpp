@@ -18,7 +18,7 @@ namespace th = trainhooks;
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-namespace {
+namespace async_checkpoint_writer_test {
 
 using namespace th::testing::saver_fixture;
 
@@ -111,4 +111,4 @@ TEST_F(AsyncCheckpointWriterTest, ShutdownEndsTheThreadAfterTheWriteInFlight) {
   EXPECT_THROW(th::AsyncCheckpointWriter(nullptr, coord), th::InvalidArgument);
 }
 
-}  // namespace
+}  // namespace async_checkpoint_writer_test

@@ -28,7 +28,7 @@ namespace fs = std::filesystem;
 using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
 
-namespace {
+namespace checkpoint_saver_hook_test {
 
 // Records every call, as TF's MockCheckpointSaverListener counts them.
 struct RecordingListener : th::CheckpointSaverListener {
@@ -154,8 +154,8 @@ TEST_F(CheckpointSaverHookTest, ListenerThatAsksToStopStopsTrainingAfterThatRun)
   EXPECT_TRUE(sess->should_stop());
   auto info = fe.log->messages();
   EXPECT_EQ(info.back(),
-            "A CheckpointSaverListener requested that training be stopped. listener: (anonymous "
-            "namespace)::RecordingListener");
+            "A CheckpointSaverListener requested that training be stopped. listener: "
+            "checkpoint_saver_hook_test::RecordingListener");
   sess->close();
   EXPECT_EQ(listener->count("end"), 1);
   EXPECT_EQ(listener->count("before_save"), 4);  // 0, 1, 2, 3; not again at end
@@ -277,9 +277,9 @@ TEST_F(CheckpointSaverHookTest, RejectsASaverOfAnotherGraph) {
   EXPECT_THROW(session({hook({.save_steps = 1, .saver = saver})}), th::InvalidArgument);
 }
 
-}  // namespace
+}  // namespace checkpoint_saver_hook_test
 
-namespace {
+namespace checkpoint_saver_hook_test {
 
 std::vector<std::string> without_waiting(std::vector<std::string> lines) {
   std::erase_if(lines, [](const std::string& l) { return l.rfind("Waiting for the", 0) == 0; });
@@ -378,9 +378,9 @@ TEST_F(CheckpointSaverHookTest, ARestartDoesNotRewriteTheCheckpointItRestoredFro
               ElementsAreArray(save_lines({4})));
 }
 
-}  // namespace
+}  // namespace checkpoint_saver_hook_test
 
-namespace {
+namespace checkpoint_saver_hook_test {
 
 // Asks the Coordinator to stop as soon as the session exists (as PreemptionHook does for a signal
 // received before the first step).
@@ -409,4 +409,4 @@ TEST_F(CheckpointSaverHookTest, AsyncSaveAfterTheWriterEndedIsWrittenOnTheTraini
   m.g.unregister_state("test/slow");
 }
 
-}  // namespace
+}  // namespace checkpoint_saver_hook_test

@@ -24,7 +24,7 @@
 namespace th = trainhooks;
 using ::testing::ElementsAre;
 
-namespace {
+namespace early_stopping_hook_test {
 
 // Publishes metric values when the global step reaches chosen steps (in after_run), as an
 // evaluation hook does.
@@ -321,4 +321,4 @@ TEST_F(EarlyStoppingHookTest, RejectsBadOptionsNamingThem) {
   EXPECT_EQ(message({.monitor = "l", .patience = 0}), "");
 }
 
-}  // namespace
+}  // namespace early_stopping_hook_test

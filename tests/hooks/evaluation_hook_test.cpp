@@ -18,7 +18,7 @@ namespace th = trainhooks;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-namespace {
+namespace evaluation_hook_test {
 
 // Counts the runs it sees: training hooks must not fire during an evaluation.
 struct CountingHook : th::SessionRunHook {
@@ -235,4 +235,4 @@ TEST_F(EvaluationHookTest, InvalidOptionsNameTheOption) {
             "EvaluationHook: input 'w' is a variable, not an input node.");
 }
 
-}  // namespace
+}  // namespace evaluation_hook_test

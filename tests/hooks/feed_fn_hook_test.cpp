@@ -12,7 +12,7 @@
 
 namespace th = trainhooks;
 
-namespace {
+namespace feed_fn_hook_test {
 
 at::Tensor scalar(double value) { return at::scalar_tensor(value, at::kFloat); }
 
@@ -95,4 +95,4 @@ TEST_F(FeedFnHookTest, EmptyFeedFunctionIsRejected) {
   EXPECT_THROW(th::FeedFnHook(std::function<th::Feeds()>{}), th::InvalidArgument);
 }
 
-}  // namespace
+}  // namespace feed_fn_hook_test

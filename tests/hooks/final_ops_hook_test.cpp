@@ -17,7 +17,7 @@ using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-namespace {
+namespace final_ops_hook_test {
 
 std::vector<float> as_vector(const at::Tensor& t) {
   at::Tensor c = t.to(at::kFloat).contiguous();
@@ -169,4 +169,4 @@ TEST_F(FinalOpsHookInputTest, OutOfRangeWarningUsesTensorFlowsText) {
   EXPECT_THAT(warnings[0], HasSubstr("dependency back to some input source"));
 }
 
-}  // namespace
+}  // namespace final_ops_hook_test

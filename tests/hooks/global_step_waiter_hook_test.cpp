@@ -18,7 +18,7 @@ namespace th = trainhooks;
 using ::testing::Each;
 using ::testing::ElementsAre;
 
-namespace {
+namespace global_step_waiter_hook_test {
 
 // Stands in for the other workers: every sleep moves the graph's global step to the next value
 // of `steps`. Sleeping more often than that is a test failure (the hook should have stopped).
@@ -150,4 +150,4 @@ TEST_F(GlobalStepWaiterHookTest, WithoutAGlobalStepFailsAtSessionCreation) {
             "Global step should be created to use GlobalStepWaiterHook.");
 }
 
-}  // namespace
+}  // namespace global_step_waiter_hook_test

@@ -18,7 +18,7 @@ namespace ths = trainhooks::summary;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-namespace {
+namespace hparams_hook_test {
 
 ths::HParams declared() {
   return {.values = {{"optimizer", "adam"}, {"lr", 0.002}, {"batch", 64}, {"augment", true}},
@@ -174,4 +174,4 @@ TEST(MonitoredTrainingSessionHParamsTest, TheChiefWritesThemToTheSummaryDirWithI
             "MonitoredTrainingSession: hparams were given without summary_dir or checkpoint_dir");
 }
 
-}  // namespace
+}  // namespace hparams_hook_test

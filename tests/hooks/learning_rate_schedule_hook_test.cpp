@@ -23,7 +23,7 @@ namespace th = trainhooks;
 using ::testing::ElementsAre;
 using ::testing::Pair;
 
-namespace {
+namespace learning_rate_schedule_hook_test {
 
 // Records, in before_run, the global step and the first parameter group's rate; listed after the
 // hook under test, it sees the rate the coming step trains with.
@@ -286,4 +286,4 @@ TEST_F(LearningRateScheduleHookTest, RejectsANegativeRateFromACustomSchedule) {
             "LearningRateScheduleHook: the schedule down gave the learning rate -1 for step 2");
 }
 
-}  // namespace
+}  // namespace learning_rate_schedule_hook_test

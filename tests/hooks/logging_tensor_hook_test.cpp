@@ -19,7 +19,7 @@ namespace th = trainhooks;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-namespace {
+namespace logging_tensor_hook_test {
 
 using Tags = std::map<std::string, th::NodeRef>;
 using Names = std::vector<th::NodeRef>;
@@ -317,4 +317,4 @@ TEST_F(LoggingTensorHookTest, FormatsValuesAsPythonAndNumpyPrintThem) {
                   "i = nan, j = [1.5 2.0]"));
 }
 
-}  // namespace
+}  // namespace logging_tensor_hook_test

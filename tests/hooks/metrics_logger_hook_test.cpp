@@ -23,7 +23,7 @@
 namespace th = trainhooks;
 using ::testing::ElementsAre;
 
-namespace {
+namespace metrics_logger_hook_test {
 
 // Publishes metric values when the global step reaches chosen steps (in after_run), as an
 // evaluation hook does.
@@ -277,4 +277,4 @@ TEST_F(MetricsLoggerHookTest, RejectsBadOptionsNamingThem) {
             "MetricsLoggerHook: the column 'loss' appears twice");
 }
 
-}  // namespace
+}  // namespace metrics_logger_hook_test

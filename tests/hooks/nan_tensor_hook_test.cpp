@@ -16,7 +16,7 @@
 namespace th = trainhooks;
 using ::testing::ElementsAre;
 
-namespace {
+namespace nan_tensor_hook_test {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -138,4 +138,4 @@ TEST_F(NanTensorHookTest, UnknownLossNameFailsAtSessionCreation) {
   EXPECT_THROW(th::testing::chief_session(g, {hook}, fe.env()), th::NotFoundError);
 }
 
-}  // namespace
+}  // namespace nan_tensor_hook_test

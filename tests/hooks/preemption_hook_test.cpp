@@ -21,7 +21,7 @@ namespace th = trainhooks;
 using ::testing::Contains;
 using ::testing::ElementsAre;
 
-namespace {
+namespace preemption_hook_test {
 
 // Counts the signals that reach it: the disposition the tests expect to get back.
 volatile sig_atomic_t sentinel_calls = 0;
@@ -309,4 +309,4 @@ TEST_F(PreemptionHookTest, HandlerIsReleasedWithTheHookWhenEndIsSkipped) {
   EXPECT_EQ(current_handler(SIGTERM), sentinel_handler);
 }
 
-}  // namespace
+}  // namespace preemption_hook_test

@@ -20,7 +20,7 @@
 namespace th = trainhooks;
 namespace fs = std::filesystem;
 
-namespace {
+namespace profiler_hook_test {
 
 // The timeline files in `dir`, sorted.
 std::vector<std::string> timelines(const std::string& dir) {
@@ -150,4 +150,4 @@ TEST_F(ProfilerHookTest, RejectsBothOrNeitherPeriodNamingThem) {
   EXPECT_EQ(message({.save_steps = 2, .output_dir = "d"}), "");
 }
 
-}  // namespace
+}  // namespace profiler_hook_test

@@ -28,7 +28,7 @@ namespace th = trainhooks;
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 
-namespace {
+namespace progress_bar_hook_test {
 
 // Reads what is available on a non-blocking fd, waiting up to `first_ms` for the first bytes and
 // `gap_ms` for each further chunk (a pseudo-terminal hands data to its master side
@@ -427,4 +427,4 @@ TEST_F(ProgressBarHookTest, RejectsBadOptionsNamingThem) {
             "ProgressBarHook: input 'loss' is not an input node (op)");
 }
 
-}  // namespace
+}  // namespace progress_bar_hook_test

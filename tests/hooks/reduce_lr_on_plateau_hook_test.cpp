@@ -26,7 +26,7 @@ namespace th = trainhooks;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-namespace {
+namespace reduce_lr_on_plateau_hook_test {
 
 // Publishes metric values when the global step reaches chosen steps (in after_run), as an
 // evaluation hook does.
@@ -387,4 +387,4 @@ TEST_F(ReduceLROnPlateauHookTest, NeedsATrainOpAndOnePlateauHookPerTrainOp) {
               HasSubstr("hooks/reduce_lr_on_plateau/train"));
 }
 
-}  // namespace
+}  // namespace reduce_lr_on_plateau_hook_test

@@ -15,7 +15,7 @@
 namespace th = trainhooks;
 using ::testing::ElementsAre;
 
-namespace {
+namespace step_counter_hook_test {
 
 class StepCounterHookTest : public ::testing::Test {
  protected:
@@ -149,4 +149,4 @@ TEST_F(StepCounterHookTest, WithoutAGlobalStepFailsAtSessionCreation) {
   }
 }
 
-}  // namespace
+}  // namespace step_counter_hook_test

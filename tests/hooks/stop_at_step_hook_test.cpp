@@ -12,7 +12,7 @@
 
 namespace th = trainhooks;
 
-namespace {
+namespace stop_at_step_hook_test {
 
 class StopAtStepHookTest : public ::testing::Test {
  protected:
@@ -164,4 +164,4 @@ TEST_F(StopAtStepHookTest, PublishesItsLastStepToTheOtherHooksOfItsSession) {
   EXPECT_EQ(sess2->services().stop_at_step(), 30);
 }
 
-}  // namespace
+}  // namespace stop_at_step_hook_test

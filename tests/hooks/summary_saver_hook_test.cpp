@@ -16,7 +16,7 @@
 namespace th = trainhooks;
 namespace ts = trainhooks::summary;
 
-namespace {
+namespace summary_saver_hook_test {
 
 // (step, tag, value) of every scalar, and the steps of SessionLog START events.
 struct Written {
@@ -227,4 +227,4 @@ TEST(SummarySaverHookTest, SummaryOpsRejectBadInput) {
   EXPECT_EQ(m.g.name(ts::merge_all(m.g)[0]), "summaries/dup");
 }
 
-}  // namespace
+}  // namespace summary_saver_hook_test

@@ -23,7 +23,7 @@ namespace th = trainhooks;
 using ::testing::ElementsAre;
 using ::testing::MatchesRegex;
 
-namespace {
+namespace time_budget_hook_test {
 
 // Moves the fake clock before each step: `slow_secs` from global step `slow_from` on, `fast_secs`
 // before it (a machine that gets busier during the run).
@@ -302,4 +302,4 @@ TEST(StopAtStepHookSetLastStepTest, MovesTheStopAndTheTargetWhileTraining) {
   EXPECT_EQ(m.g.global_step_value(), 8);
 }
 
-}  // namespace
+}  // namespace time_budget_hook_test

@@ -18,7 +18,7 @@
 namespace th = trainhooks;
 using std::chrono::duration;
 
-namespace {
+namespace time_limit_hook_test {
 
 class TimeLimitHookTest : public ::testing::Test {
  protected:
@@ -116,4 +116,4 @@ TEST_F(TimeLimitHookTest, RejectsABudgetThatIsNotPositiveAndFinite) {
   EXPECT_EQ(message(0.5), "");
 }
 
-}  // namespace
+}  // namespace time_limit_hook_test

@@ -6,7 +6,7 @@
 #include <thread>
 
 namespace trainhooks::summary {
-namespace {
+namespace batch_queue_test {
 
 using namespace std::chrono_literals;
 
@@ -89,5 +89,5 @@ TEST(BatchQueueTest, ReopenAcceptsPushesAgain) {
   EXPECT_EQ(q.take(soon()).items[0], 5);
 }
 
-}  // namespace
+}  // namespace batch_queue_test
 }  // namespace trainhooks::summary

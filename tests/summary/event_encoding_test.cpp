@@ -9,7 +9,7 @@
 #include "trainhooks/summary/event_writer.h"
 
 namespace trainhooks::summary {
-namespace {
+namespace event_encoding_test {
 
 using testing::bytes;
 
@@ -106,5 +106,5 @@ TEST(EventEncodingTest, PluginMetadataNamesThePluginAndItsDataClass) {
             bytes({0x0a, 0x08, 0x0a, 0x06}) + "images" + bytes({0x20, 0x03}));
 }
 
-}  // namespace
+}  // namespace event_encoding_test
 }  // namespace trainhooks::summary

@@ -7,7 +7,7 @@
 #include "trainhooks/summary/event_writer.h"
 
 namespace trainhooks::summary {
-namespace {
+namespace event_reader_test {
 
 using testing::bytes;
 using testing::read_bytes;
@@ -342,5 +342,5 @@ TEST_F(SharedTestdataTest, EveryRecordPassesBothCrcChecks) {
   }
 }
 
-}  // namespace
+}  // namespace event_reader_test
 }  // namespace trainhooks::summary

@@ -15,7 +15,7 @@
 #include "trainhooks/summary/event_writer.h"
 
 namespace trainhooks::summary {
-namespace {
+namespace event_writer_failure_test {
 
 using testing::TempDir;
 
@@ -274,5 +274,5 @@ TEST_F(EventWriterFailureTest, FullTmpfsBrieflyThenFreedLosesNoRecordAndTearsNon
                                ": No space left on device; keeping them in memory to retry."});
 }
 
-}  // namespace
+}  // namespace event_writer_failure_test
 }  // namespace trainhooks::summary

@@ -20,7 +20,7 @@
 #include "trainhooks/summary/event_reader.h"
 
 namespace trainhooks::summary {
-namespace {
+namespace event_writer_test {
 
 using namespace std::chrono_literals;
 using testing::bytes;
@@ -431,5 +431,5 @@ TEST(EventWriterCrashTest, ReaderReadsUpToTheLastWholeRecordOfAKilledWriter) {
   EXPECT_LT(std::filesystem::file_size(reader.files().at(0)) - records.offset(), 64u);
 }
 
-}  // namespace
+}  // namespace event_writer_test
 }  // namespace trainhooks::summary

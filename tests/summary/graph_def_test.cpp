@@ -15,7 +15,7 @@
 #include "trainhooks/summary/event_writer.h"
 
 namespace trainhooks::summary {
-namespace {
+namespace graph_def_test {
 
 using testing::bytes;
 
@@ -105,5 +105,5 @@ TEST(GraphDefTest, AGraphEventIsEventFieldFourAndTheReaderKeepsItsBytes) {
   EXPECT_EQ(parse_graph_def(events[1].graph_def_data), two_nodes());
 }
 
-}  // namespace
+}  // namespace graph_def_test
 }  // namespace trainhooks::summary

@@ -11,7 +11,7 @@
 #include "trainhooks/summary/summary.h"
 
 namespace trainhooks::summary {
-namespace {
+namespace histogram_test {
 
 TEST(HistogramTest, DefaultLimitsAre1551EdgesSymmetricAroundZero) {
   const auto& limits = default_bucket_limits();
@@ -162,5 +162,5 @@ TEST(HistogramTest, InfiniteValuesAreRejectedWithTensorFlowsMessage) {
       trainhooks::InvalidArgument);
 }
 
-}  // namespace
+}  // namespace histogram_test
 }  // namespace trainhooks::summary

@@ -17,7 +17,7 @@
 #include "trainhooks/summary/summary.h"
 
 namespace trainhooks::summary {
-namespace {
+namespace hparams_test {
 
 using testing::bytes;
 using ::testing::HasSubstr;
@@ -154,5 +154,5 @@ TEST(HParamsSummaryTest, ValuesConvertFromNumbersStringsAndBools) {
                InvalidArgument);
 }
 
-}  // namespace
+}  // namespace hparams_test
 }  // namespace trainhooks::summary

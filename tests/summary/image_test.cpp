@@ -9,7 +9,7 @@
 #include "trainhooks/summary/event_writer.h"
 
 namespace trainhooks::summary {
-namespace {
+namespace image_test {
 
 struct Decoded {
   int width = 0, height = 0, channels = 0;
@@ -148,5 +148,5 @@ TEST(ImageSummaryTest, RejectsWrongRankAndZeroMaxOutputs) {
   EXPECT_THROW(s.add_image("x", at::zeros({1, 3, 4, 4}, at::kInt)), trainhooks::InvalidArgument);
 }
 
-}  // namespace
+}  // namespace image_test
 }  // namespace trainhooks::summary

@@ -8,7 +8,7 @@
 #include "trainhooks/summary/event_writer.h"
 
 namespace trainhooks::summary {
-namespace {
+namespace inspect_test {
 
 using testing::TempDir;
 
@@ -205,5 +205,5 @@ TEST(InspectSharedTestdataTest, ListsEveryTagOfTheForeignFiles) {
   EXPECT_EQ(tags["strict/foo"].count, 100);
 }
 
-}  // namespace
+}  // namespace inspect_test
 }  // namespace trainhooks::summary

@@ -7,7 +7,7 @@
 #include "util/crc32c.h"
 
 namespace trainhooks::summary {
-namespace {
+namespace record_io_test {
 
 using testing::bytes;
 using testing::TempDir;
@@ -152,5 +152,5 @@ TEST_F(RecordFileReaderTest, MissingFileThrowsNamingThePath) {
   }
 }
 
-}  // namespace
+}  // namespace record_io_test
 }  // namespace trainhooks::summary

@@ -6,7 +6,7 @@
 #include "trainhooks/summary/event_writer.h"
 
 namespace trainhooks::summary {
-namespace {
+namespace restart_filter_test {
 
 using testing::TempDir;
 
@@ -128,5 +128,5 @@ TEST(RestartFilterTest, ReadEventsPurgesAcrossTheFilesOfARunWhenAsked) {
   EXPECT_EQ(steps_and_values(false).size(), 12u);
 }
 
-}  // namespace
+}  // namespace restart_filter_test
 }  // namespace trainhooks::summary

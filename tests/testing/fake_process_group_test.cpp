@@ -20,7 +20,7 @@ using ::testing::HasSubstr;
 using th::testing::error_message;
 using th::testing::error_text;
 
-namespace {
+namespace fake_process_group_test {
 
 TEST(FakeProcessGroupTest, CollectivesGiveEveryRankTheResult) {
   auto groups = dist::make_fake_process_groups(3);
@@ -104,4 +104,4 @@ TEST(FakeProcessGroupTest, RejectsBadOptions) {
             "make_fake_process_groups: failure of rank 2 at collective 0 is not in a group of 2");
 }
 
-}  // namespace
+}  // namespace fake_process_group_test

@@ -17,7 +17,7 @@ namespace th = trainhooks;
 namespace ths = trainhooks::summary;
 namespace fs = std::filesystem;
 
-namespace {
+namespace events_command_test {
 
 struct Result {
   std::string output;  // stdout and stderr, as a terminal shows them
@@ -296,4 +296,4 @@ TEST(EventsRestartTest, ResumedRunShowsEveryStepOnceAsTensorBoardDoes) {
   EXPECT_EQ(starts, (std::vector<int64_t>{1, 51}));
 }
 
-}  // namespace
+}  // namespace events_command_test

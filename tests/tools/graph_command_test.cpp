@@ -15,7 +15,7 @@ namespace th = trainhooks;
 namespace ths = trainhooks::summary;
 namespace fs = std::filesystem;
 
-namespace {
+namespace graph_command_test {
 
 struct Result {
   std::string out;  // stdout
@@ -102,4 +102,4 @@ TEST_F(GraphCommandTest, AMissingOrExtraArgumentIsAUsageError) {
   EXPECT_EQ(run_cli("graph a b", dir).status, 2);
 }
 
-}  // namespace
+}  // namespace graph_command_test

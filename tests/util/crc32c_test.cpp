@@ -6,7 +6,7 @@
 #include <vector>
 
 namespace trainhooks {
-namespace {
+namespace crc32c_test {
 
 using ExtendFn = uint32_t (*)(uint32_t, const void*, size_t);
 
@@ -89,5 +89,5 @@ TEST(Crc32cTest, MaskRotatesAndOffsetsAsTensorFlowDoes) {
   EXPECT_EQ(crc32c::mask(crc32c::value(length, 8)), 0x224b7fa3u);
 }
 
-}  // namespace
+}  // namespace crc32c_test
 }  // namespace trainhooks

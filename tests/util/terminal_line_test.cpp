@@ -9,7 +9,7 @@
 
 namespace th = trainhooks;
 
-namespace {
+namespace terminal_line_test {
 
 // Runs `fn` with stderr redirected into a pipe and returns what it wrote.
 template <typename Fn>
@@ -53,4 +53,4 @@ TEST(TerminalLineTest, TheStderrSinkErasesAPartialLineBeforeALogLine) {
   EXPECT_EQ(out, "INFO:trainhooks:first\n\r\x1b[KINFO:trainhooks:second\nINFO:trainhooks:third\n");
 }
 
-}  // namespace
+}  // namespace terminal_line_test

@@ -22,7 +22,6 @@ namespace {
 
 constexpr char kMagic[8] = {'T', 'R', 'N', 'S', 'T', 'A', 'T', 'E'};
 constexpr uint32_t kFormatVersion = kCheckpointFormatVersion;
-constexpr size_t kHeaderSize = kSidecarHeaderSize;
 constexpr const char* kFormatName = "trainhooks.trainstate";
 
 at::Tensor bytes_tensor(std::string_view bytes) {
@@ -178,10 +177,10 @@ std::string sidecar_header(uint64_t length, uint32_t payload_crc32c) {
 
 uint32_t check_sidecar_framing(const FileBytes& side, uint32_t payload_crc32c,
                                const std::string& side_path) {
-  if (side.size() < kHeaderSize) {
+  if (side.size() < kSidecarHeaderSize) {
     throw DataLossError(
         fmt::format("Checkpoint file '{}' is truncated: {} bytes, shorter than its {}-byte header",
-                    side_path, side.size(), kHeaderSize));
+                    side_path, side.size(), kSidecarHeaderSize));
   }
   if (std::memcmp(side.data(), kMagic, sizeof(kMagic)) != 0) {
     throw DataLossError(fmt::format(
@@ -204,11 +203,11 @@ uint32_t check_sidecar_framing(const FileBytes& side, uint32_t payload_crc32c,
                     side_path, version, kFormatVersion));
   }
   const uint64_t length = get_le(side.data() + 12, 8);
-  if (length != side.size() - kHeaderSize) {
+  if (length != side.size() - kSidecarHeaderSize) {
     throw DataLossError(fmt::format(
         "Checkpoint file '{}' is {}: its header announces {} payload bytes, the file has {}",
-        side_path, length > side.size() - kHeaderSize ? "truncated" : "corrupt", length,
-        side.size() - kHeaderSize));
+        side_path, length > side.size() - kSidecarHeaderSize ? "truncated" : "corrupt", length,
+        side.size() - kSidecarHeaderSize));
   }
   if (crc32c::unmask(static_cast<uint32_t>(get_le(side.data() + 20, 4))) != payload_crc32c) {
     throw DataLossError(

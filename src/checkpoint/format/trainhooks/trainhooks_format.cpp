@@ -26,12 +26,6 @@ namespace trainhooks::internal {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-constexpr size_t kHeaderSize = kSidecarHeaderSize;
-
-}  // namespace
-
 CheckpointContents decode_checkpoint(const std::string& path) {
   const std::string side_path = sidecar_path(path);
   CheckpointContents cp;
@@ -49,12 +43,12 @@ CheckpointContents decode_checkpoint(const std::string& path) {
     }
   }
 
-  const FileRead side_file = read_file(side_path, kHeaderSize, kHeaderSize);
+  const FileRead side_file = read_file(side_path, kSidecarHeaderSize, kSidecarHeaderSize);
   const FileBytes& side = *side_file.bytes;
   const uint32_t version = check_sidecar_framing(side, side_file.crc32c, side_path);
   c10::IValue root;
   try {
-    root = unpickle(side_file.bytes, kHeaderSize, side.size() - kHeaderSize);
+    root = unpickle(side_file.bytes, kSidecarHeaderSize, side.size() - kSidecarHeaderSize);
   } catch (const std::exception& e) {
     throw DataLossError(
         fmt::format("Checkpoint file '{}' is corrupt: its payload cannot be unpickled ({})",
@@ -149,8 +143,8 @@ void write_checkpoint_files(CheckpointContents& c, bool parallel) {
   bool variables_failed = false;
   try {
     AtomicFileWriter file(side_path);
-    const char zeros[kHeaderSize] = {};
-    file.append(zeros, kHeaderSize);
+    const char zeros[kSidecarHeaderSize] = {};
+    file.append(zeros, kSidecarHeaderSize);
     uint32_t crc = 0;
     PickleStream stream(c10::IValue(payload), [&](const void* p, size_t n) {
       crc = crc32c::extend(crc, p, n);
@@ -166,7 +160,7 @@ void write_checkpoint_files(CheckpointContents& c, bool parallel) {
       throw;
     }
     stream.finish(c10::IValue(payload));
-    const std::string header = sidecar_header(file.size() - kHeaderSize, crc);
+    const std::string header = sidecar_header(file.size() - kSidecarHeaderSize, crc);
     file.overwrite(0, header.data(), header.size());
     c.sidecar_bytes = file.size();
     file.commit();

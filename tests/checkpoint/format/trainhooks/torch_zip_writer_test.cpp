@@ -19,7 +19,7 @@
 
 namespace th = trainhooks;
 
-namespace {
+namespace torch_zip_writer_test {
 
 using Records = std::vector<std::pair<std::string, std::string>>;
 
@@ -152,4 +152,4 @@ TEST(TorchZipWriterTest, RefusesRecordsAfterFinish) {
   EXPECT_THROW(w.finish(), th::InternalError);
 }
 
-}  // namespace
+}  // namespace torch_zip_writer_test
