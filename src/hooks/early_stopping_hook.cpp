@@ -5,11 +5,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <cerrno>
 #include <cmath>
-#include <cstdlib>
-#include <map>
-#include <sstream>
 #include <utility>
 
 #include "hook_state_text.h"
@@ -38,18 +34,6 @@ const EarlyStoppingHookOptions& validated(const EarlyStoppingHookOptions& o) {
         kEarlyStopping));
   }
   return o;
-}
-
-[[noreturn]] void bad_early_stopping_state(const std::string& why) {
-  internal::bad_hook_state(kEarlyStopping, why);
-}
-
-double parse_early_stopping_double(const std::string& key, const std::string& text) {
-  return internal::parse_hook_state_double(kEarlyStopping, key, text);
-}
-
-int64_t parse_early_stopping_int(const std::string& key, const std::string& text) {
-  return internal::parse_hook_state_int(kEarlyStopping, key, text);
 }
 
 }  // namespace
@@ -201,25 +185,12 @@ std::string EarlyStoppingHook::save_state() const {
 }
 
 void EarlyStoppingHook::load_state(std::string_view bytes) {
-  std::istringstream in{std::string(bytes)};
-  std::string line;
-  if (!std::getline(in, line) || line != kEarlyStoppingState)
-    bad_early_stopping_state("unknown format '" + line + "'");
-  std::map<std::string, std::string> fields;
-  while (std::getline(in, line)) {
-    const auto space = line.find(' ');
-    fields[line.substr(0, space)] = space == std::string::npos ? "" : line.substr(space + 1);
-  }
-  auto field = [&](const char* key) -> const std::string& {
-    auto it = fields.find(key);
-    if (it == fields.end()) bad_early_stopping_state(std::string("missing ") + key);
-    return it->second;
-  };
-  const double best = parse_early_stopping_double("best", field("best"));
-  const int64_t best_step = parse_early_stopping_int("best_step", field("best_step"));
-  const int64_t wait = parse_early_stopping_int("wait", field("wait"));
-  const int64_t evaluations = parse_early_stopping_int("evaluations", field("evaluations"));
-  const int64_t stopped_step = parse_early_stopping_int("stopped_step", field("stopped_step"));
+  const internal::HookStateFields state(kEarlyStopping, kEarlyStoppingState, bytes);
+  const double best = state.number("best");
+  const int64_t best_step = state.integer("best_step");
+  const int64_t wait = state.integer("wait");
+  const int64_t evaluations = state.integer("evaluations");
+  const int64_t stopped_step = state.integer("stopped_step");
   // Assigned only once everything parsed: a bad state leaves the hook as it was.
   monitor_.restore(best, best_step, wait);
   evaluations_ = evaluations;

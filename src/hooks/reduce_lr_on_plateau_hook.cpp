@@ -5,11 +5,8 @@
 #include <torch/optim/optimizer.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstdlib>
 #include <limits>
-#include <map>
 #include <sstream>
 #include <utility>
 
@@ -46,18 +43,6 @@ const ReduceLROnPlateauOptions& validated(const ReduceLROnPlateauOptions& o) {
   check_non_negative("cooldown", o.cooldown);
   check_finite_non_negative("min_lr", o.min_lr);
   return o;
-}
-
-[[noreturn]] void bad_reduce_lr_state(const std::string& why) {
-  internal::bad_hook_state(kReduceLrOnPlateau, why);
-}
-
-double parse_reduce_lr_double(const std::string& key, const std::string& text) {
-  return internal::parse_hook_state_double(kReduceLrOnPlateau, key, text);
-}
-
-int64_t parse_reduce_lr_int(const std::string& key, const std::string& text) {
-  return internal::parse_hook_state_int(kReduceLrOnPlateau, key, text);
 }
 
 }  // namespace
@@ -198,36 +183,17 @@ std::string ReduceLROnPlateauHook::save_state() const {
 }
 
 void ReduceLROnPlateauHook::load_state(std::string_view bytes) {
-  std::istringstream in{std::string(bytes)};
-  std::string line;
-  if (!std::getline(in, line) || line != kReduceLrOnPlateauState)
-    bad_reduce_lr_state("unknown format '" + line + "'");
-  std::map<std::string, std::string> fields;
-  while (std::getline(in, line)) {
-    const auto space = line.find(' ');
-    if (space == std::string::npos) {
-      fields[line] = "";
-    } else {
-      fields[line.substr(0, space)] = line.substr(space + 1);
-    }
-  }
-  auto field = [&](const char* key) -> const std::string& {
-    auto it = fields.find(key);
-    if (it == fields.end()) bad_reduce_lr_state(std::string("missing ") + key);
-    return it->second;
-  };
-  const double best = parse_reduce_lr_double("best", field("best"));
-  const int64_t wait = parse_reduce_lr_int("wait", field("wait"));
-  const int64_t cooldown_counter =
-      parse_reduce_lr_int("cooldown_counter", field("cooldown_counter"));
-  const double scale = parse_reduce_lr_double("scale", field("scale"));
-  const int64_t reductions = parse_reduce_lr_int("reductions", field("reductions"));
-  const int64_t last_metric_step =
-      parse_reduce_lr_int("last_metric_step", field("last_metric_step"));
+  const internal::HookStateFields state(kReduceLrOnPlateau, kReduceLrOnPlateauState, bytes);
+  const double best = state.number("best");
+  const int64_t wait = state.integer("wait");
+  const int64_t cooldown_counter = state.integer("cooldown_counter");
+  const double scale = state.number("scale");
+  const int64_t reductions = state.integer("reductions");
+  const int64_t last_metric_step = state.integer("last_metric_step");
   std::vector<double> rates;
-  std::istringstream list(field("learning_rates"));
+  std::istringstream list(state.text("learning_rates"));
   for (std::string item; std::getline(list, item, ',');)
-    rates.push_back(parse_reduce_lr_double("learning_rates", item));
+    rates.push_back(internal::parse_hook_state_double(state.hook(), "learning_rates", item));
   // Assigned only once everything parsed: a bad state leaves the hook as it was.
   if (begun_) services().set_learning_rate_scale(train_op_, scale);
   monitor_.restore(best, /*best_step=*/-1, wait);
