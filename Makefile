@@ -7,7 +7,7 @@ CMAKE_FLAGS ?=
 # What `make demo` runs: the library, the two examples and the CLI, nothing else.
 DEMO_TARGETS = fashion_mnist seed_linear_regression trainhooks_cli
 
-.PHONY: all deps configure build build-demo demo test bench bench-docs clean format
+.PHONY: all deps configure build build-demo build-bench demo test bench bench-docs clean format
 
 all: build
 
@@ -33,10 +33,14 @@ test: build
 
 # `make bench` ends with one table of every budget (also in $(BUILD_DIR)/bench/budgets.md);
 # `make bench-docs` runs the same and puts that table into docs/benchmarks.md.
-bench: build
+# The benchmarks are not part of `build` (bench/CMakeLists.txt): `build-bench` adds them.
+build-bench: build
+	cmake --build $(BUILD_DIR) -j $(JOBS) --target benches
+
+bench: build-bench
 	bash scripts/bench.sh $(BUILD_DIR)
 
-bench-docs: build
+bench-docs: build-bench
 	bash scripts/bench.sh --update-docs $(BUILD_DIR)
 
 format:
