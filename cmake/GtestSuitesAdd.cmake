@@ -23,5 +23,10 @@ foreach(_line IN LISTS _lines)
       WORKING_DIRECTORY "${TRAINHOOKS_GTEST_WORKDIR}"
       TIMEOUT "${TRAINHOOKS_GTEST_TIMEOUT}"
       LABELS "${TRAINHOOKS_GTEST_TARGET}")
+    foreach(_cost IN LISTS TRAINHOOKS_GTEST_COSTS)
+      if(_cost MATCHES "^(.+)=([0-9.]+)$" AND CMAKE_MATCH_1 STREQUAL _suite)
+        set_tests_properties("${_suite}" PROPERTIES COST "${CMAKE_MATCH_2}")
+      endif()
+    endforeach()
   endif()
 endforeach()
