@@ -2,6 +2,11 @@
 # whose name matches REGEX, itself or through the headers of ours it includes (trainhooks/...,
 # followed under ROOT), and FALSE otherwise. Only #include lines are read; a header reached twice
 # is read once (include cycles end there).
+#
+# TRAINHOOKS_TENSOR_HEADER: the REGEX for "reaches <ATen/core/Tensor.h>" (it or <ATen/ATen.h>,
+# which includes it), as the public-header check asks it (tests/CMakeLists.txt).
+set(TRAINHOOKS_TENSOR_HEADER "^(ATen/core/Tensor|ATen/ATen)\\.h$")
+
 function(trainhooks_header_reaches root rel regex out)
   string(MD5 key "${root}|${rel}|${regex}")
   get_property(known GLOBAL PROPERTY _TRAINHOOKS_REACHES_${key} SET)
